@@ -1,0 +1,1 @@
+"""The `lle` command line (typer, noun-verb). See README.md in this folder."""

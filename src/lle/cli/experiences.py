@@ -1,0 +1,135 @@
+"""`lle experiences list|show|import|export`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from lle.cli.common import console, open_store, print_json
+from lle.core import Experience
+from lle.errors import InvalidInputError
+
+app = typer.Typer(help="Recorded experiences.", no_args_is_help=True)
+
+
+@app.command("list")
+def list_(
+    limit: int = typer.Option(50, min=1),
+    offset: int = typer.Option(0, min=0),
+    world: str | None = typer.Option(None, help="Only this world id."),
+    split: str | None = typer.Option(None, help="train, dev or test."),
+    outcome: str | None = typer.Option(None, help="pass, fail or unknown."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List experiences, oldest first."""
+    with open_store() as db:
+        rows = db.list_experiences(limit=limit, offset=offset, world=world, split=split, outcome=outcome)
+    if as_json:
+        print_json([dataclasses.asdict(r) for r in rows])
+        return
+    table = Table("id", "world", "split", "outcome", "verification", "steps", "created")
+    for r in rows:
+        outcome_text = f"{r.outcome} (revoked)" if r.revoked else r.outcome
+        table.add_row(r.id, r.world, r.split, outcome_text, r.verification, str(r.n_steps), r.created_at[:19])
+    console.print(table)
+
+
+@app.command("show")
+def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show one experience: each step as requested -> executed -> effect."""
+    with open_store() as db:
+        exp = db.get_experience(experience_id)
+        revoked = experience_id in db.revoked_ids()
+    if as_json:
+        print_json(exp.model_dump(mode="json"))
+        return
+    sw = exp.small_world
+    console.print(f"[bold]{exp.id}[/bold]{'  [red]REVOKED[/red]' if revoked else ''}")
+    console.print(f"task {sw.id} ({sw.world}, project {sw.project}, {sw.split})  policy {exp.policy.model}")
+    console.print(f"goal: {sw.goal}", highlight=False)
+    for step in exp.steps:
+        req, ex, eff = step.request, step.executed, step.effect
+        console.print(f"\n[bold]step {step.index}[/bold]", highlight=False)
+        console.print(f"  requested  {req.tool} {json.dumps(req.args)}", highlight=False)
+        if req.expect:
+            console.print(f"  expected   {req.expect}", highlight=False)
+        if not ex.allowed:
+            console.print(f"  executed   [red]DENIED[/red]: {ex.denied_reason}", highlight=False)
+        elif (ex.tool, ex.args) != (req.tool, req.args):
+            console.print(f"  executed   {ex.tool} {json.dumps(ex.args)} ({ex.status})", highlight=False)
+        else:
+            console.print(f"  executed   as requested ({ex.status}, {ex.duration_ms:.1f} ms)", highlight=False)
+        obs = eff.observation if len(eff.observation) < 300 else eff.observation[:300] + "…"
+        console.print(f"  effect     {obs}", highlight=False)
+        for ch in eff.changes:
+            console.print(f"             {ch.kind} {ch.target}: {ch.before} -> {ch.after}", highlight=False)
+        if eff.error:
+            console.print(f"  error      {eff.error}", highlight=False)
+    console.print(f"\noutcome {exp.outcome}  verification {exp.verification}  evidence {len(exp.evidence)}")
+    for ev in exp.evidence:
+        console.print(f"  {ev.id} {ev.anchor} {ev.outcome} ({ev.strength})", highlight=False)
+
+
+def _read_experiences(path: Path) -> list[Experience]:
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+    except OSError as err:
+        raise InvalidInputError(f"cannot read {path}: {err.strerror}; check the path") from err
+    stripped = text.strip()
+    try:
+        if stripped.startswith("["):
+            docs = json.loads(stripped)
+        elif stripped.startswith("{") and "\n{" not in stripped:
+            docs = [json.loads(stripped)]
+        else:
+            docs = []
+            for n, line in enumerate(stripped.splitlines(), 1):
+                if line.strip():
+                    try:
+                        docs.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise InvalidInputError(
+                            f"{path}:{n}: malformed JSON ({err.msg}); fix that line (one experience per line)"
+                        ) from err
+    except json.JSONDecodeError as err:
+        raise InvalidInputError(
+            f"{path}: malformed JSON at line {err.lineno} column {err.colno} ({err.msg}); fix the file"
+        ) from err
+    experiences = []
+    for n, doc in enumerate(docs, 1):
+        try:
+            experiences.append(Experience.model_validate(doc))
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise InvalidInputError(
+                f"{path}: experience #{n} is invalid at {where or 'top level'}: {first['msg']}; "
+                "see `lle schema Experience`"
+            ) from err
+    return experiences
+
+
+@app.command("import")
+def import_(path: Path = typer.Argument(..., help="JSON (one object or a list) or JSONL; - for stdin.")) -> None:
+    """Append experiences from a file, all or none."""
+    experiences = _read_experiences(path)
+    with open_store() as db:
+        stored = db.append_experiences(experiences)
+    console.print(f"imported {len(stored)} experiences from {path}")
+
+
+@app.command("export")
+def export(world: str | None = typer.Option(None), split: str | None = typer.Option(None)) -> None:
+    """Write experiences as JSONL to stdout."""
+    with open_store() as db:
+        offset = 0
+        while rows := db.list_experiences(limit=500, offset=offset, world=world, split=split):
+            for row in rows:
+                print(db.get_experience(row.id).model_dump_json())
+            offset += len(rows)

@@ -1,0 +1,56 @@
+"""`lle`: the entry point. Each noun is a module of this package with its own typer app."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from lle import __version__
+from lle.cli import experiences, schema, store, updates
+from lle.cli import run as run_cmd
+from lle.cli.common import err_console, settings
+from lle.errors import LleError
+
+app = typer.Typer(
+    name="lle",
+    help="Large Language Environment: agents that learn from their own verified experience.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(store.app, name="store")
+app.add_typer(experiences.app, name="experiences")
+app.add_typer(updates.app, name="updates")
+app.command("revoke")(updates.revoke)
+app.command("schema")(schema.schema)
+app.command("run")(run_cmd.run)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"lle {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    workspace: str | None = typer.Option(
+        None, "--workspace", "-w", envvar="LLE_WORKSPACE", help="Workspace folder (default ./.lle)."
+    ),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    settings.workspace = workspace
+
+
+def main() -> None:
+    try:
+        app()
+    except LleError as err:
+        # One line, naming the input and the fix; the stored data was not touched.
+        err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        sys.exit(err.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""`lle store path|schema|check|search`."""
+
+from __future__ import annotations
+
+import typer
+
+from lle import workspace
+from lle.cli.common import console, open_store, print_json, settings
+
+app = typer.Typer(help="The append-only store.", no_args_is_help=True)
+
+
+@app.command("path")
+def path() -> None:
+    """Print the path of the workspace's database."""
+    print(workspace.db_path(settings.workspace).resolve())
+
+
+@app.command("schema")
+def schema() -> None:
+    """Print the store's SQL schema (tables, triggers, indexes)."""
+    with open_store() as db:
+        print(db.schema_sql())
+
+
+@app.command("check")
+def check(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Run SQLite's integrity check and count the ledger rows."""
+    with open_store() as db:
+        report = {
+            "path": str(db.path),
+            "schema_version": db.schema_version,
+            "integrity": db.integrity_check(),
+            "rows": {t: db.count(t) for t in ("experiences", "steps", "evidence", "updates", "revocations",
+                                                "carrier_items", "blobs")},
+        }
+    if as_json:
+        print_json(report)
+    else:
+        console.print(report)
+    if report["integrity"] != "ok":
+        raise typer.Exit(1)
+
+
+@app.command("search")
+def search(query: str, limit: int = typer.Option(10, min=1), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Full-text search (BM25) over experiences and carrier items."""
+    with open_store() as db:
+        hits = db.search(query, limit=limit)
+    if as_json:
+        print_json([{"kind": k, "id": i, "snippet": s} for k, i, s in hits])
+        return
+    for kind, id_, snippet in hits:
+        console.print(f"{id_}  [dim]{kind}[/dim]  {snippet}", highlight=False)

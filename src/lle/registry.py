@@ -1,0 +1,103 @@
+"""Versioned ids -> factories, loaded lazily (Gymnasium's registry, `llm`'s plugins).
+
+An id is `family/name-vN` (e.g. `toy/keys-v1`, `store/sqlite-v1`). Built-ins are declared as
+entry points of the group `lle.plugins` in lle's own pyproject, exactly like outside plugins, so
+there is one path for both. An entry point's name is the id and its value `module:attr`; nothing
+is imported until `make` needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from lle.errors import RegistryError
+
+ENTRY_POINT_GROUP = "lle.plugins"
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[a-z0-9][a-z0-9_.-]*-v(\d+)$")
+
+
+@dataclass(frozen=True)
+class Spec:
+    id: str
+    entry_point: str | Callable[..., Any]
+    """`module:attr`, or the factory itself."""
+    source: str
+    """`entry-point:<distribution>` or `register`."""
+
+    def load(self) -> Callable[..., Any]:
+        if not isinstance(self.entry_point, str):
+            return self.entry_point
+        module_name, _, attr = self.entry_point.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split(".") if attr else []:
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as err:
+            raise RegistryError(
+                f"{self.id}: entry point {self.entry_point!r} ({self.source}) failed to load: {err}; "
+                "fix the plugin's entry point or install what it needs"
+            ) from err
+        if not callable(obj):
+            raise RegistryError(f"{self.id}: entry point {self.entry_point!r} is not callable; point it at a class or function")
+        return obj  # type: ignore[no-any-return]
+
+
+_specs: dict[str, Spec] = {}
+_entry_points_loaded = False
+
+
+def check_id(id_: str) -> str:
+    if not ID_PATTERN.match(id_):
+        raise RegistryError(
+            f"registry id {id_!r} is malformed; use `family/name-vN` in lower case, e.g. `toy/keys-v1`"
+        )
+    return id_
+
+
+def register(id_: str, entry_point: str | Callable[..., Any], *, replace: bool = False) -> None:
+    """Register a factory under a versioned id. Registering a taken id needs `replace=True`."""
+    check_id(id_)
+    if isinstance(entry_point, str) and ":" not in entry_point:
+        raise RegistryError(f"{id_}: entry point {entry_point!r} must look like `package.module:attr`")
+    _load_entry_points()
+    if id_ in _specs and not replace:
+        raise RegistryError(f"{id_} is already registered ({_specs[id_].source}); bump the version (-vN+1) or pass replace=True")
+    _specs[id_] = Spec(id_, entry_point, "register")
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist.name if ep.dist is not None else "?"
+        if not ID_PATTERN.match(ep.name):
+            continue  # a malformed outside plugin must not break lle; `lle plugins` would show it
+        _specs.setdefault(ep.name, Spec(ep.name, ep.value, f"entry-point:{dist}"))
+
+
+def spec(id_: str) -> Spec:
+    _load_entry_points()
+    try:
+        return _specs[id_]
+    except KeyError:
+        family = id_.split("/", 1)[0]
+        near = [s for s in _specs if s.startswith(family + "/")] or sorted(_specs)
+        raise RegistryError(f"no registered id {id_!r}; known: {', '.join(sorted(near)) or 'none'}") from None
+
+
+def make(id_: str, **kwargs: Any) -> Any:
+    """Build the object registered under `id_`, passing `kwargs` to its factory."""
+    return spec(id_).load()(**kwargs)
+
+
+def ids(prefix: str = "") -> list[str]:
+    """Registered ids, sorted, optionally only those starting with `prefix` (e.g. `toy/`)."""
+    _load_entry_points()
+    return sorted(i for i in _specs if i.startswith(prefix))

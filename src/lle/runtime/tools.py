@@ -1,0 +1,52 @@
+"""Tool sets -> the one JSON schema every action is decoded under.
+
+One `anyOf` branch per tool, each fixing `tool` to a constant and `args` to that tool's schema, with
+`thought` first (the model reasons before it commits to a tool) and `expect` last (its predicted
+effect, compared later with the real one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+
+from lle.core import ActionRequest, ToolSpec
+from lle.errors import InvalidInputError
+
+
+def action_schema(tools: list[ToolSpec]) -> dict[str, Any]:
+    """The JSON schema of an action over `tools`."""
+    if not tools:
+        raise InvalidInputError("a small world needs at least one tool (e.g. `submit`); add it to its tool set")
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise InvalidInputError(f"tool names repeat in {names}; give each tool one name")
+    branches = []
+    for tool in tools:
+        params = dict(tool.parameters)
+        params.setdefault("type", "object")
+        branches.append({
+            "type": "object",
+            "properties": {
+                "thought": {"type": "string"},
+                "tool": {"const": tool.name},
+                "args": params,
+                "expect": {"type": "string"},
+            },
+            "required": ["thought", "tool", "args", "expect"],
+            "additionalProperties": False,
+        })
+    return {"anyOf": branches}
+
+
+def parse_action(schema: dict[str, Any], document: Any) -> ActionRequest:
+    """Validate a decoded action against `schema`; raise `InvalidInputError` naming what is wrong."""
+    try:
+        jsonschema.validate(document, schema)
+    except jsonschema.ValidationError as err:
+        best = jsonschema.exceptions.best_match([err])
+        where = "/".join(str(p) for p in best.absolute_path) or "action"
+        raise InvalidInputError(f"action does not match the tool schema at {where}: {best.message}") from err
+    return ActionRequest(tool=document["tool"], args=document["args"], thought=document.get("thought", ""),
+                         expect=document.get("expect", ""))

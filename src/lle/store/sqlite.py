@@ -1,0 +1,378 @@
+"""The append-only store on SQLite through apsw.
+
+apsw, not the stdlib `sqlite3`: it bundles a current SQLite (the stdlib's 3.40.1 has the WAL-reset
+corruption bug). WAL with `synchronous=FULL`: a commit that returned survives a kill or power cut.
+Each write is one `BEGIN IMMEDIATE` transaction, so readers never see half an experience.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from lle.core import (
+    CarrierItem,
+    Evidence,
+    Experience,
+    Revocation,
+    Step,
+    Update,
+    canonical_json,
+    utcnow,
+)
+from lle.errors import InvalidInputError, NewerSchemaError, NotAStoreError, StoreError, UnknownIdError
+from lle.store import blobs
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 60_000
+ID_TABLES = {"exp": "experiences", "evd": "evidence", "upd": "updates", "rev": "revocations", "itm": "carrier_items"}
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(number, name, sql) of every migration shipped, in order: files named `mNNN_name.sql`."""
+    found = []
+    for entry in resources.files("lle.store.migrations").iterdir():
+        m = re.fullmatch(r"m(\d{3})_(\w+)\.sql", entry.name)
+        if m:
+            found.append((int(m.group(1)), m.group(2), entry.read_text()))
+    found.sort()
+    if [n for n, _, _ in found] != list(range(1, len(found) + 1)):
+        raise StoreError(f"migrations are not numbered 1..N: {[n for n, _, _ in found]}; reinstall lle")
+    return found
+
+
+@dataclass(frozen=True)
+class ExperienceRow:
+    """One line of `lle experiences list`: the indexed columns, without the body."""
+
+    id: str
+    world: str
+    project: str
+    split: str
+    outcome: str
+    verification: str
+    score: float | None
+    n_steps: int
+    n_evidence: int
+    content_hash: str
+    created_at: str
+    revoked: bool
+
+
+class Store:
+    """One SQLite file holding the whole ledger."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        _check_file(self.path)
+        try:
+            self.conn = apsw.Connection(str(self.path))
+            self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self.schema_version = self._applied_version()
+            self.latest_version = len(migrations())
+            self.writable = self.schema_version <= self.latest_version
+            if self.writable and self.schema_version < self.latest_version:
+                self._migrate()
+        except (apsw.NotADBError, apsw.CorruptError) as err:
+            raise NotAStoreError(
+                f"{self.path} is not a readable lle store ({err}); move it aside or use another --workspace"
+            ) from err
+
+    # --- opening and migrating --------------------------------------------------------------------
+
+    def _applied_version(self) -> int:
+        tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "lle_migrations" in tables:
+            row = self.conn.execute("SELECT max(number) FROM lle_migrations").fetchone()
+            return int(row[0] or 0) if row else 0
+        if tables:
+            raise NotAStoreError(
+                f"{self.path} is another program's SQLite database (tables: {', '.join(sorted(tables)[:5])}); "
+                "lle will not write into it: use another --workspace"
+            )
+        return 0
+
+    def _migrate(self) -> None:
+        # WAL is a property of the file; set it once, before any transaction.
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        with self._write():
+            # Another process may have migrated between our check and our lock.
+            applied = self._applied_version()
+            for number, name, sql in migrations():
+                if number > applied:
+                    self.conn.execute(sql)
+                    self.conn.execute(
+                        "INSERT INTO lle_migrations(number, name, applied_at) VALUES (?, ?, ?)",
+                        (number, name, utcnow().isoformat()),
+                    )
+            self.conn.execute(f"PRAGMA user_version={self.latest_version}")
+        self.schema_version = self.latest_version
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        if not self.writable:
+            raise NewerSchemaError(
+                f"{self.path} was written by a newer lle (schema {self.schema_version} > {self.latest_version}); "
+                "this version only reads it: upgrade lle (`pip install -U lle`) to write"
+            )
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- JSON with blobs ----------------------------------------------------------------------------
+
+    def _dump(self, value: Any) -> str:
+        def put(digest: str, text: str) -> None:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO blobs(sha256, size, data) VALUES (?, ?, ?)", (digest, len(text), text)
+            )
+
+        return canonical_json(blobs.externalize(value, put))
+
+    def _load(self, text: str) -> Any:
+        def get(digest: str) -> str:
+            row = self.conn.execute("SELECT data FROM blobs WHERE sha256=?", (digest,)).fetchone()
+            if row is None:
+                raise StoreError(f"{self.path}: blob {digest} is missing; the store is damaged, restore it from a backup")
+            return str(row[0])
+
+        return blobs.internalize(json.loads(text), get)
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    def append_step(self, experience_id: str, step: Step) -> None:
+        """Commit one step of a running episode (the recorder calls this before the next step)."""
+        with self._write():
+            self._insert_step(experience_id, step)
+
+    def _insert_step(self, experience_id: str, step: Step) -> None:
+        self.conn.execute(
+            "INSERT INTO steps(experience_id, idx, body) VALUES (?, ?, ?)",
+            (experience_id, step.index, self._dump(step.model_dump(mode="json"))),
+        )
+
+    def append_experience(self, experience: Experience) -> Experience:
+        """Store an experience with its steps and evidence in one transaction; returns it sealed."""
+        return self.append_experiences([experience])[0]
+
+    def append_experiences(self, experiences: list[Experience]) -> list[Experience]:
+        """Store several experiences in one transaction: all or none."""
+        sealed = [e if e.content_hash else e.sealed() for e in experiences]
+        for exp in sealed:
+            if exp.content_hash != exp.compute_hash():
+                raise InvalidInputError(
+                    f"experience {exp.id}: content_hash does not match its content; call .sealed() after editing"
+                )
+        try:
+            with self._write():
+                for exp in sealed:
+                    self._insert_experience(exp)
+        except apsw.ConstraintError as err:
+            raise InvalidInputError(
+                f"{err}: an experience with one of these ids is already stored; the ledger is append-only, "
+                "give new records new ids"
+            ) from err
+        return sealed
+
+    def _insert_experience(self, exp: Experience) -> None:
+        body = exp.model_dump(mode="json", exclude={"steps", "evidence"})
+        sw = exp.small_world
+        stored = {r[0] for r in self.conn.execute("SELECT idx FROM steps WHERE experience_id=?", (exp.id,))}
+        for step in exp.steps:
+            if step.index not in stored:
+                self._insert_step(exp.id, step)
+        for ev in exp.evidence:
+            self._insert_evidence(ev)
+        self.conn.execute(
+            "INSERT INTO experiences(id, small_world_id, world, family, project, split, outcome, verification,"
+            " score, n_steps, n_evidence, content_hash, created_at, body)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (exp.id, sw.id, sw.world, sw.family, sw.project, sw.split.value, exp.outcome.value,
+             exp.verification.value, exp.score, len(exp.steps), len(exp.evidence), exp.content_hash,
+             exp.created_at.isoformat(), self._dump(body)),
+        )
+        self._index(exp.id, "experience", _searchable_text(exp))
+
+    def _insert_evidence(self, ev: Evidence) -> None:
+        self.conn.execute(
+            "INSERT INTO evidence(id, experience_id, step, anchor, outcome, strength, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (ev.id, ev.experience_id, ev.step, ev.anchor, ev.outcome.value, ev.strength.value,
+             self._dump(ev.model_dump(mode="json"))),
+        )
+
+    def append_evidence(self, evidence: Evidence) -> None:
+        """Evidence that arrives after the experience (a human verdict, a later replay)."""
+        self.require(evidence.experience_id)
+        with self._write():
+            self._insert_evidence(evidence)
+
+    def append_update(self, update: Update) -> None:
+        with self._write():
+            self.conn.execute(
+                "INSERT INTO updates(id, carrier, op, item_id, at, body) VALUES (?, ?, ?, ?, ?, ?)",
+                (update.id, update.carrier.value, update.op.value, update.item_id, update.at.isoformat(),
+                 self._dump(update.model_dump(mode="json"))),
+            )
+
+    def append_item(self, item: CarrierItem) -> None:
+        with self._write():
+            self.conn.execute(
+                "INSERT INTO carrier_items(id, carrier, scope_level, family, project, created_at, body)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (item.id, item.carrier.value, item.scope.level.value, item.scope.family, item.scope.project,
+                 item.created_at.isoformat(), self._dump(item.model_dump(mode="json"))),
+            )
+            self._index(item.id, item.carrier.value, canonical_json(item.content))
+
+    def append_revocation(self, revocation: Revocation) -> None:
+        with self._write():
+            self.conn.execute(
+                "INSERT INTO revocations(id, target, at, body) VALUES (?, ?, ?, ?)",
+                (revocation.id, revocation.target, revocation.at.isoformat(),
+                 self._dump(revocation.model_dump(mode="json"))),
+            )
+
+    def _index(self, ref_id: str, kind: str, text: str) -> None:
+        self.conn.execute("INSERT INTO search(ref_id, kind, text) VALUES (?, ?, ?)", (ref_id, kind, text))
+
+    # --- reading ----------------------------------------------------------------------------------------
+
+    def kind_of(self, id_: str) -> str | None:
+        """The ledger table holding `id_`, or None when no row has it."""
+        table = ID_TABLES.get(id_.split("_", 1)[0])
+        if table and self.conn.execute(f"SELECT 1 FROM {table} WHERE id=?", (id_,)).fetchone():
+            return table
+        return None
+
+    def require(self, id_: str) -> str:
+        table = self.kind_of(id_)
+        if table is None:
+            raise UnknownIdError("record", id_, "ids look like exp_…, evd_…, upd_…, itm_…; see `lle experiences list`")
+        return table
+
+    def get_experience(self, id_: str) -> Experience:
+        row = self.conn.execute("SELECT body FROM experiences WHERE id=?", (id_,)).fetchone()
+        if row is None:
+            raise UnknownIdError("experience", id_)
+        body = self._load(row[0])
+        body["steps"] = [self._load(r[0]) for r in self.conn.execute(
+            "SELECT body FROM steps WHERE experience_id=? ORDER BY idx", (id_,))]
+        body["evidence"] = [self._load(r[0]) for r in self.conn.execute(
+            "SELECT body FROM evidence WHERE experience_id=? ORDER BY rowid", (id_,))]
+        return Experience.model_validate(body)
+
+    def steps_of(self, experience_id: str) -> list[Step]:
+        """Committed steps of an episode, finished or not (for resume)."""
+        return [Step.model_validate(self._load(r[0])) for r in self.conn.execute(
+            "SELECT body FROM steps WHERE experience_id=? ORDER BY idx", (experience_id,))]
+
+    def list_experiences(self, *, limit: int = 50, offset: int = 0, world: str | None = None,
+                         split: str | None = None, outcome: str | None = None) -> list[ExperienceRow]:
+        where, args = ["1=1"], []
+        for column, value in (("world", world), ("split", split), ("outcome", outcome)):
+            if value is not None:
+                where.append(f"{column}=?")
+                args.append(value)
+        revoked = self.revoked_ids()
+        rows = self.conn.execute(
+            "SELECT id, world, project, split, outcome, verification, score, n_steps, n_evidence, content_hash,"
+            f" created_at FROM experiences WHERE {' AND '.join(where)} ORDER BY id LIMIT ? OFFSET ?",
+            (*args, limit, offset),
+        )
+        return [ExperienceRow(*r, revoked=r[0] in revoked) for r in rows]
+
+    def count(self, table: str) -> int:
+        if table not in {*ID_TABLES.values(), "steps", "blobs"}:
+            raise StoreError(f"unknown ledger table {table!r}")
+        row = self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return int(row[0]) if row else 0
+
+    def list_updates(self, *, limit: int = 50, offset: int = 0, carrier: str | None = None) -> list[Update]:
+        sql, args = "SELECT body FROM updates", []
+        if carrier:
+            sql, args = sql + " WHERE carrier=?", [carrier]
+        rows = self.conn.execute(sql + " ORDER BY id LIMIT ? OFFSET ?", (*args, limit, offset))
+        return [Update.model_validate(self._load(r[0])) for r in rows]
+
+    def list_revocations(self) -> list[Revocation]:
+        return [Revocation.model_validate(self._load(r[0]))
+                for r in self.conn.execute("SELECT body FROM revocations ORDER BY id")]
+
+    def revoked_ids(self) -> set[str]:
+        """The denylist: every revoked target and everything revoked with it."""
+        denied: set[str] = set()
+        for rev in self.list_revocations():
+            denied.add(rev.target)
+            denied.update(rev.cascade)
+        return denied
+
+    def search(self, query: str, *, limit: int = 10) -> list[tuple[str, str, str]]:
+        """(kind, id, snippet) for rows whose text matches every word of `query` (BM25 order)."""
+        words = re.findall(r"\w+", query)
+        if not words:
+            return []
+        match = " ".join('"' + w.replace('"', '""') + '"' for w in words)
+        rows = self.conn.execute(
+            "SELECT kind, ref_id, snippet(search, 2, '[', ']', '…', 12) FROM search WHERE search MATCH ?"
+            " ORDER BY bm25(search) LIMIT ?", (match, limit))
+        return [(str(k), str(i), str(s)) for k, i, s in rows]
+
+    def integrity_check(self) -> str:
+        row = self.conn.execute("PRAGMA integrity_check").fetchone()
+        return str(row[0]) if row else "no result"
+
+    def schema_sql(self) -> str:
+        return "\n".join(str(r[0]) + ";" for r in self.conn.execute(
+            "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid"))
+
+
+def _searchable_text(exp: Experience) -> str:
+    parts = [exp.small_world.goal]
+    for step in exp.steps:
+        parts += [step.request.thought, step.request.tool, step.effect.observation[:2000]]
+    return "\n".join(p for p in parts if p)
+
+
+def _check_file(path: Path) -> None:
+    """Refuse a file that is not SQLite, or is shorter than its own header says, before touching it."""
+    if not path.exists() or path.stat().st_size == 0:
+        if path.parent and not path.parent.exists():
+            os.makedirs(path.parent, exist_ok=True)
+        return
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        header = f.read(100)
+    if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
+        raise NotAStoreError(f"{path} is not a SQLite file; move it aside or point --workspace elsewhere")
+    page_size = struct.unpack(">H", header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    pages, valid_for, change_counter = struct.unpack(">I", header[28:32])[0], header[92:96], header[24:28]
+    if valid_for == change_counter and size < pages * page_size:
+        raise NotAStoreError(
+            f"{path} is truncated ({size} bytes, its header says {pages * page_size}); restore it from a backup"
+        )

@@ -1,0 +1,36 @@
+"""Where lle keeps its files: `.lle/` in the current folder unless told otherwise."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lle.errors import WorkspaceError
+from lle.store import Store
+
+ENV_VAR = "LLE_WORKSPACE"
+DEFAULT = ".lle"
+DB_NAME = "lle.db"
+
+
+def resolve(workspace: str | Path | None = None) -> Path:
+    """The workspace folder: the argument, else `$LLE_WORKSPACE`, else `./.lle`."""
+    chosen = workspace or os.environ.get(ENV_VAR) or DEFAULT
+    path = Path(chosen).expanduser()
+    if path.exists() and not path.is_dir():
+        raise WorkspaceError(f"workspace {path} is a file, not a folder; pass --workspace DIR or set {ENV_VAR}")
+    return path
+
+
+def db_path(workspace: str | Path | None = None) -> Path:
+    return resolve(workspace) / DB_NAME
+
+
+def open_store(workspace: str | Path | None = None) -> Store:
+    """Open (creating on first use) the workspace's store."""
+    folder = resolve(workspace)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise WorkspaceError(f"cannot create workspace {folder}: {err.strerror}; pass --workspace DIR") from err
+    return Store(folder / DB_NAME)
