@@ -185,12 +185,16 @@ class SmallWorld(Record):
     """Step and time limits."""
 
 
+def _empty_object_schema() -> dict[str, JsonValue]:
+    return {"type": "object", "properties": {}}
+
+
 class ToolSpec(Record):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     """Tool name the model writes in `tool`."""
     description: str
     """One line the model reads."""
-    parameters: dict[str, JsonValue] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: dict[str, JsonValue] = Field(default_factory=_empty_object_schema)
     """JSON Schema of the `args` object."""
     permissions: list[Literal["read", "write", "exec", "network"]] = Field(default_factory=list)
     """What the tool needs; grounding checks it against the small world's `Permissions`."""
@@ -355,12 +359,16 @@ class Experience(Record):
     hygiene: dict[str, JsonValue] = Field(default_factory=dict)
     """What hygiene did (redactions, flags)."""
     content_hash: str = ""
-    """sha256 of the content (all but id, hash and time); set by `sealed()`."""
+    """sha256 of the content (all but ids, hash and time); set by `sealed()`."""
     created_at: datetime = Field(default_factory=utcnow)
     """When it was recorded (UTC)."""
 
     def compute_hash(self) -> str:
-        body = self.model_dump(mode="json", exclude={"id", "content_hash", "created_at"})
+        # Identity is left out so that the same episode recorded twice hashes the same (dedupe).
+        body = self.model_dump(mode="json", exclude={
+            "id": True, "content_hash": True, "created_at": True,
+            "evidence": {"__all__": {"id", "experience_id"}},
+        })
         return "sha256:" + hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
     def sealed(self) -> Experience:
@@ -469,7 +477,9 @@ class WorldStep(NamedTuple):
 
 @runtime_checkable
 class World(Protocol):
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]: ...
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]: ...
 
     def step(self, action: ActionRequest) -> WorldStep: ...
 
@@ -481,7 +491,9 @@ class Policy(Protocol):
 
 @runtime_checkable
 class ContextBuilder(Protocol):
-    def build(self, small_world: SmallWorld, tools: list[ToolSpec], history: list[Step], observation: str) -> Context: ...
+    def build(
+        self, small_world: SmallWorld, tools: list[ToolSpec], history: list[Step], observation: str
+    ) -> Context: ...
 
 
 @runtime_checkable

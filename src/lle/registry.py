@@ -43,7 +43,9 @@ class Spec:
                 "fix the plugin's entry point or install what it needs"
             ) from err
         if not callable(obj):
-            raise RegistryError(f"{self.id}: entry point {self.entry_point!r} is not callable; point it at a class or function")
+            raise RegistryError(
+                f"{self.id}: entry point {self.entry_point!r} is not callable; point it at a class or function"
+            )
         return obj  # type: ignore[no-any-return]
 
 
@@ -66,7 +68,9 @@ def register(id_: str, entry_point: str | Callable[..., Any], *, replace: bool =
         raise RegistryError(f"{id_}: entry point {entry_point!r} must look like `package.module:attr`")
     _load_entry_points()
     if id_ in _specs and not replace:
-        raise RegistryError(f"{id_} is already registered ({_specs[id_].source}); bump the version (-vN+1) or pass replace=True")
+        raise RegistryError(
+            f"{id_} is already registered ({_specs[id_].source}); bump the version (-vN+1) or pass replace=True"
+        )
     _specs[id_] = Spec(id_, entry_point, "register")
 
 

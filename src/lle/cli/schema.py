@@ -9,7 +9,9 @@ from lle.core import PERSISTED_TYPES
 from lle.errors import InvalidInputError
 
 
-def schema(type_name: str = typer.Argument(None, metavar="[TYPE]", help="e.g. Experience; omit to list types.")) -> None:
+def schema(
+    type_name: str = typer.Argument(None, metavar="[TYPE]", help="e.g. Experience; omit to list types."),
+) -> None:
     """Print the JSON Schema of a core type, or list the types."""
     if type_name is None:
         for name in PERSISTED_TYPES:

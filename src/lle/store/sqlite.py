@@ -7,6 +7,7 @@ Each write is one `BEGIN IMMEDIATE` transaction, so readers never see half an ex
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -158,7 +159,9 @@ class Store:
         def get(digest: str) -> str:
             row = self.conn.execute("SELECT data FROM blobs WHERE sha256=?", (digest,)).fetchone()
             if row is None:
-                raise StoreError(f"{self.path}: blob {digest} is missing; the store is damaged, restore it from a backup")
+                raise StoreError(
+                    f"{self.path}: blob {digest} is missing; the store is damaged, restore it from a backup"
+                )
             return str(row[0])
 
         return blobs.internalize(json.loads(text), get)
@@ -220,7 +223,8 @@ class Store:
 
     def _insert_evidence(self, ev: Evidence) -> None:
         self.conn.execute(
-            "INSERT INTO evidence(id, experience_id, step, anchor, outcome, strength, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO evidence(id, experience_id, step, anchor, outcome, strength, body)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (ev.id, ev.experience_id, ev.step, ev.anchor, ev.outcome.value, ev.strength.value,
              self._dump(ev.model_dump(mode="json"))),
         )
@@ -304,7 +308,8 @@ class Store:
             f" created_at FROM experiences WHERE {' AND '.join(where)} ORDER BY id LIMIT ? OFFSET ?",
             (*args, limit, offset),
         )
-        return [ExperienceRow(*r, revoked=r[0] in revoked) for r in rows]
+        names = [f.name for f in dataclasses.fields(ExperienceRow)][:-1]
+        return [ExperienceRow(**dict(zip(names, r, strict=True)), revoked=r[0] in revoked) for r in rows]
 
     def count(self, table: str) -> int:
         if table not in {*ID_TABLES.values(), "steps", "blobs"}:
