@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The llama extra compiles llama.cpp (minutes on 2 cores, once: pip caches the wheel); LLaVA is not needed.
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(BIN)/python -m pip install --quiet -e '.[dev,llama]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 setup: $(STAMP)

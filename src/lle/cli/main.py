@@ -7,7 +7,7 @@ import sys
 import typer
 
 from lle import __version__
-from lle.cli import experiences, schema, store, updates
+from lle.cli import experiences, models, schema, store, updates
 from lle.cli import run as run_cmd
 from lle.cli.common import err_console, settings
 from lle.errors import LleError
@@ -22,6 +22,7 @@ app = typer.Typer(
 app.add_typer(store.app, name="store")
 app.add_typer(experiences.app, name="experiences")
 app.add_typer(updates.app, name="updates")
+app.add_typer(models.app, name="models")
 app.command("revoke")(updates.revoke)
 app.command("schema")(schema.schema)
 app.command("run")(run_cmd.run)
