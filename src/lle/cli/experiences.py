@@ -45,6 +45,8 @@ def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> N
     """Show one experience: each step as requested -> executed -> effect."""
     with open_store() as db:
         exp = db.get_experience(experience_id)
+        stored = {e.id for e in exp.evidence}
+        later = [e for e in db.evidence_for(exp.id) if e.id not in stored]
         revoked = experience_id in db.revoked_ids()
     if as_json:
         print_json(exp.model_dump(mode="json"))
@@ -71,9 +73,18 @@ def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> N
             console.print(f"             {ch.kind} {ch.target}: {ch.before} -> {ch.after}", highlight=False)
         if eff.error:
             console.print(f"  error      {eff.error}", highlight=False)
-    console.print(f"\noutcome {exp.outcome}  verification {exp.verification}  evidence {len(exp.evidence)}")
-    for ev in exp.evidence:
-        console.print(f"  {ev.id} {ev.anchor} {ev.outcome} ({ev.strength})", highlight=False)
+    console.print(f"\noutcome {exp.outcome}  verification {exp.verification}  score {exp.score}  "
+                  f"risk {', '.join(exp.risk_tags) or '-'}", highlight=False)
+    if exp.credit:
+        console.print("credit     " + "  ".join(f"{i}:{c:+.2f}" for i, c in enumerate(exp.credit)), highlight=False)
+    if exp.attribution:
+        console.print(f"attributed {exp.attribution.get('kind')}: {exp.attribution.get('reason')}", highlight=False)
+    console.print(f"evidence ({len(later)} added later)" if later else "evidence")
+    for ev in [*exp.evidence, *later]:
+        step = f"step {ev.step}" if ev.step is not None else "episode"
+        reason = ev.detail.get("reason", "") if isinstance(ev.detail, dict) else ""
+        console.print(f"  {ev.anchor:<12} {ev.outcome:<7} {ev.strength:<5} {step:<8} {', '.join(ev.risk_tags)} "
+                      f"{reason}", highlight=False)
 
 
 def _read_experiences(path: Path) -> list[Experience]:

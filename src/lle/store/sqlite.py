@@ -286,9 +286,17 @@ class Store:
         body = self._load(row[0])
         body["steps"] = [self._load(r[0]) for r in self.conn.execute(
             "SELECT body FROM steps WHERE experience_id=? ORDER BY idx", (id_,))]
+        # Evidence appended later (a human verdict, a replay) is not part of the sealed record: it is
+        # read with `evidence_for`, so the content hash of what was stored stays checkable.
+        n_evidence = self.conn.execute("SELECT n_evidence FROM experiences WHERE id=?", (id_,)).fetchone()[0]
         body["evidence"] = [self._load(r[0]) for r in self.conn.execute(
-            "SELECT body FROM evidence WHERE experience_id=? ORDER BY rowid", (id_,))]
+            "SELECT body FROM evidence WHERE experience_id=? ORDER BY rowid LIMIT ?", (id_, n_evidence))]
         return Experience.model_validate(body)
+
+    def evidence_for(self, experience_id: str) -> list[Evidence]:
+        """All evidence about an experience: what it was stored with, then what came later."""
+        return [Evidence.model_validate(self._load(r[0])) for r in self.conn.execute(
+            "SELECT body FROM evidence WHERE experience_id=? ORDER BY rowid", (experience_id,))]
 
     def steps_of(self, experience_id: str) -> list[Step]:
         """Committed steps of an episode, finished or not (for resume)."""
