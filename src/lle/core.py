@@ -424,6 +424,8 @@ class CarrierItem(Record):
     """Experiences it was derived from (lineage)."""
     evidence_ids: list[str] = Field(default_factory=list)
     """Evidence that admitted it."""
+    derived_from: list[str] = Field(default_factory=list)
+    """Other carrier items it was built from (a skill from memories, a rule from lessons)."""
     created_at: datetime = Field(default_factory=utcnow)
     """When."""
 

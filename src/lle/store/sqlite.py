@@ -336,6 +336,13 @@ class Store:
         return [Revocation.model_validate(self._load(r[0]))
                 for r in self.conn.execute("SELECT body FROM revocations ORDER BY id")]
 
+    def carrier_items(self, carrier: str | None = None) -> list[CarrierItem]:
+        """Every carrier item ever admitted (revoked ones too: filter with the router's denylist)."""
+        sql, args = "SELECT body FROM carrier_items", []
+        if carrier:
+            sql, args = sql + " WHERE carrier=?", [carrier]
+        return [CarrierItem.model_validate(self._load(r[0])) for r in self.conn.execute(sql + " ORDER BY rowid", args)]
+
     def revoked_ids(self) -> set[str]:
         """The denylist: every revoked target and everything revoked with it."""
         denied: set[str] = set()
