@@ -64,3 +64,7 @@ class PolicyBackendError(LleError):
 
 class WorldError(LleError):
     """A world was misconfigured or broke its contract (see `check_world`)."""
+
+
+class EpisodeError(LleError):
+    """Episodes could not run to their end (world would not build, replay diverged, worker died); they stay resumable."""

@@ -73,6 +73,14 @@ def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> N
             console.print(f"             {ch.kind} {ch.target}: {ch.before} -> {ch.after}", highlight=False)
         if eff.error:
             console.print(f"  error      {eff.error}", highlight=False)
+        for fb in step.feedback:
+            content = fb.content if isinstance(fb.content, dict) else {}
+            if fb.kind == "reward" and content.get("terminated"):
+                info = content.get("info")
+                success = info.get("success") if isinstance(info, dict) else None
+                console.print(f"  world      reward {content.get('reward')}, success {success}", highlight=False)
+            elif fb.kind == "stop":
+                console.print(f"  stop       {content.get('reason')}: {content.get('detail')}", highlight=False)
     console.print(f"\noutcome {exp.outcome}  verification {exp.verification}  score {exp.score}  "
                   f"risk {', '.join(exp.risk_tags) or '-'}", highlight=False)
     if exp.credit:
@@ -81,9 +89,9 @@ def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> N
         console.print(f"attributed {exp.attribution.get('kind')}: {exp.attribution.get('reason')}", highlight=False)
     console.print(f"evidence ({len(later)} added later)" if later else "evidence")
     for ev in [*exp.evidence, *later]:
-        step = f"step {ev.step}" if ev.step is not None else "episode"
+        where = f"step {ev.step}" if ev.step is not None else "episode"
         reason = ev.detail.get("reason", "") if isinstance(ev.detail, dict) else ""
-        console.print(f"  {ev.anchor:<12} {ev.outcome:<7} {ev.strength:<5} {step:<8} {', '.join(ev.risk_tags)} "
+        console.print(f"  {ev.anchor:<12} {ev.outcome:<7} {ev.strength:<5} {where:<8} {', '.join(ev.risk_tags)} "
                       f"{reason}", highlight=False)
 
 

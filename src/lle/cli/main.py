@@ -7,7 +7,8 @@ import sys
 import typer
 
 from lle import __version__
-from lle.cli import experiences, models, schema, store, updates
+from lle.cli import episodes as episodes_cmd
+from lle.cli import evidence, experiences, models, schema, store, updates, worlds
 from lle.cli import run as run_cmd
 from lle.cli.common import err_console, settings
 from lle.errors import LleError
@@ -21,8 +22,11 @@ app = typer.Typer(
 )
 app.add_typer(store.app, name="store")
 app.add_typer(experiences.app, name="experiences")
+app.add_typer(episodes_cmd.app, name="episodes")
 app.add_typer(updates.app, name="updates")
+app.add_typer(evidence.app, name="evidence")
 app.add_typer(models.app, name="models")
+app.add_typer(worlds.app, name="worlds")
 app.command("revoke")(updates.revoke)
 app.command("schema")(schema.schema)
 app.command("run")(run_cmd.run)

@@ -31,8 +31,8 @@ def check(as_json: bool = typer.Option(False, "--json")) -> None:
             "path": str(db.path),
             "schema_version": db.schema_version,
             "integrity": db.integrity_check(),
-            "rows": {t: db.count(t) for t in ("experiences", "steps", "evidence", "updates", "revocations",
-                                                "carrier_items", "blobs")},
+            "rows": {t: db.count(t) for t in ("episodes", "experiences", "steps", "evidence", "updates",
+                                                "revocations", "carrier_items", "blobs")},
         }
     if as_json:
         print_json(report)

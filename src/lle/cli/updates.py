@@ -8,8 +8,7 @@ import typer
 from rich.table import Table
 
 from lle.cli.common import console, open_store, print_json
-from lle.core import Revocation
-from lle.errors import InvalidInputError
+from lle.router import lineage
 
 app = typer.Typer(help="Carrier updates: every routing decision, with its gate and reasons.", no_args_is_help=True)
 
@@ -17,33 +16,38 @@ app = typer.Typer(help="Carrier updates: every routing decision, with its gate a
 @app.command("list")
 def list_(
     carrier: str | None = typer.Option(None, help="Only this carrier (memory, rules, …)."),
+    rejected: bool = typer.Option(False, "--rejected", help="Only rejections (what did not get in, and why)."),
     limit: int = typer.Option(50, min=1),
     offset: int = typer.Option(0, min=0),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """List updates, oldest first."""
     with open_store() as db:
-        updates = db.list_updates(limit=limit, offset=offset, carrier=carrier)
+        updates = db.list_updates(limit=limit, offset=offset, carrier=carrier, op="reject" if rejected else None)
     if as_json:
         print_json([u.model_dump(mode="json") for u in updates])
         return
     table = Table("id", "carrier", "op", "item", "gate", "actor", "at")
     for u in updates:
-        gate = f"{u.gate.name}: {'pass' if u.gate.passed else 'fail'}" if u.gate else ""
+        gate = f"{u.gate.name}: {'pass' if u.gate.passed else '; '.join(u.gate.reasons)}" if u.gate else ""
         table.add_row(u.id, u.carrier, u.op, u.item_id or "", gate, u.actor, u.at.isoformat()[:19])
     console.print(table)
 
 
 def revoke(
-    target: str = typer.Argument(..., help="Id of an experience, evidence, update or carrier item."),
+    target: str = typer.Argument(..., help="An id (exp_, evd_, upd_, itm_) or a source: world:ID[@VERSION], "
+                                      "model:NAME, time:START..END."),
     reason: str = typer.Option(..., "--reason", help="Why (recorded)."),
     author: str = typer.Option(None, "--author", help="Who (default: the current user)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be revoked; write nothing."),
+    as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Revoke a record: appends a revocation row; nothing is deleted."""
-    if not reason.strip():
-        raise InvalidInputError("--reason is empty; say why the record is revoked (it is kept with the revocation)")
+    """Revoke a record or a whole source, and everything derived from it: appends one revocation row."""
     with open_store() as db:
-        kind = db.require(target)
-        rev = Revocation(target=target, reason=reason, author=author or getpass.getuser())
-        db.append_revocation(rev)
-    console.print(f"{rev.id}: revoked {kind[:-1] if kind.endswith('s') else kind} {target}", highlight=False)
+        rev = lineage.revoke(db, target, reason, author or getpass.getuser(), dry_run=dry_run)
+    if as_json:
+        print_json({"dry_run": dry_run, **rev.model_dump(mode="json")})
+        return
+    verb = "would revoke" if dry_run else f"{rev.id}: revoked"
+    console.print(f"{verb} {target} and {len(rev.cascade)} derived: {', '.join(rev.cascade) or 'nothing'}",
+                  highlight=False)

@@ -280,15 +280,14 @@ class Store:
         return table
 
     def get_experience(self, id_: str) -> Experience:
-        row = self.conn.execute("SELECT body FROM experiences WHERE id=?", (id_,)).fetchone()
+        row = self.conn.execute("SELECT body, n_evidence FROM experiences WHERE id=?", (id_,)).fetchone()
         if row is None:
             raise UnknownIdError("experience", id_)
-        body = self._load(row[0])
+        body, n_evidence = self._load(row[0]), row[1]
         body["steps"] = [self._load(r[0]) for r in self.conn.execute(
             "SELECT body FROM steps WHERE experience_id=? ORDER BY idx", (id_,))]
         # Evidence appended later (a human verdict, a replay) is not part of the sealed record: it is
         # read with `evidence_for`, so the content hash of what was stored stays checkable.
-        n_evidence = self.conn.execute("SELECT n_evidence FROM experiences WHERE id=?", (id_,)).fetchone()[0]
         body["evidence"] = [self._load(r[0]) for r in self.conn.execute(
             "SELECT body FROM evidence WHERE experience_id=? ORDER BY rowid LIMIT ?", (id_, n_evidence))]
         return Experience.model_validate(body)
@@ -320,16 +319,20 @@ class Store:
         return [ExperienceRow(**dict(zip(names, r, strict=True)), revoked=r[0] in revoked) for r in rows]
 
     def count(self, table: str) -> int:
-        if table not in {*ID_TABLES.values(), "steps", "blobs"}:
+        if table not in {*ID_TABLES.values(), "steps", "blobs", "episodes"}:
             raise StoreError(f"unknown ledger table {table!r}")
         row = self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()
         return int(row[0]) if row else 0
 
-    def list_updates(self, *, limit: int = 50, offset: int = 0, carrier: str | None = None) -> list[Update]:
-        sql, args = "SELECT body FROM updates", []
-        if carrier:
-            sql, args = sql + " WHERE carrier=?", [carrier]
-        rows = self.conn.execute(sql + " ORDER BY id LIMIT ? OFFSET ?", (*args, limit, offset))
+    def list_updates(self, *, limit: int = 50, offset: int = 0, carrier: str | None = None,
+                     op: str | None = None) -> list[Update]:
+        where, args = ["1=1"], []
+        for column, value in (("carrier", carrier), ("op", op)):
+            if value:
+                where.append(f"{column}=?")
+                args.append(value)
+        rows = self.conn.execute(f"SELECT body FROM updates WHERE {' AND '.join(where)} ORDER BY id LIMIT ? OFFSET ?",
+                                 (*args, limit, offset))
         return [Update.model_validate(self._load(r[0])) for r in rows]
 
     def list_revocations(self) -> list[Revocation]:

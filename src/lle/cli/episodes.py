@@ -1,0 +1,93 @@
+"""`lle episodes run|resume|list`: one policy in one small world, every step recorded as it happens."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from lle.cli.common import console, err_console, open_store, print_json
+from lle.core import Experience, Limits, Split
+from lle.errors import InvalidInputError
+from lle.evidence import assess_experience
+from lle.policies import load_policy
+from lle.runtime.harness import run_episode, stop_of
+from lle.runtime.recorder import resume as resume_episode
+from lle.store.episodes import list_episodes
+from lle.worlds.base import open_family
+
+app = typer.Typer(help="Episodes: a policy acting in a small world, step by step, recorded.", no_args_is_help=True)
+
+
+def _summary(exp: Experience) -> None:
+    stop = stop_of(exp.steps[-1]) if exp.steps else None
+    ended = f"{stop.reason}: {stop.detail}" if stop else "no stop recorded"
+    # The id alone on stdout (scriptable); the rest on stderr.
+    print(exp.id)
+    err_console.print(f"{len(exp.steps)} steps, ended by {ended}; outcome {exp.outcome.value} "
+                      f"({exp.verification.value}). "
+                      f"See `lle experiences show {exp.id}`.", highlight=False, soft_wrap=True)
+
+
+@app.command("run")
+def run(
+    world_id: str = typer.Argument(..., help="Registered world id, e.g. toy/keys-v1."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the small world."),
+    split: str = typer.Option("train", "--split", help="train, dev or test."),
+    policy: str = typer.Option(..., "--policy", help="scripted:PATH (JSON or JSONL actions) or a model spec."),
+    project: str | None = typer.Option(None, "--project", help="Project of the family (default: by seed)."),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Override the small world's step limit."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stored experience as JSON."),
+) -> None:
+    """Run one episode, store it step by step, print its experience id."""
+    try:
+        chosen = Split(split)
+    except ValueError:
+        raise InvalidInputError(f"--split {split!r} is not a split; use train, dev or test") from None
+    family = open_family(world_id)
+    small_world = family.small_world(chosen, seed, project=project)
+    limits = Limits(max_steps=max_steps, max_seconds=small_world.limits.max_seconds) if max_steps else None
+    actor = load_policy(policy)
+    with open_store() as db:
+        exp = run_episode(small_world, actor, limits=limits, store=db, world_options=family.options(),
+                          assess=assess_experience)
+    if as_json:
+        print_json(exp.model_dump(mode="json"))
+        return
+    _summary(exp)
+
+
+@app.command("resume")
+def resume(
+    episode_id: str = typer.Argument(..., help="Episode id (exp_…), from `lle episodes list --unfinished`."),
+    policy: str | None = typer.Option(None, "--policy", help="Policy spec, when the episode did not record one."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Continue a killed episode from its last committed step (a finished one is just shown)."""
+    with open_store() as db:
+        exp = resume_episode(db, episode_id, policy=load_policy(policy) if policy else None, assess=assess_experience)
+    if as_json:
+        print_json(exp.model_dump(mode="json"))
+        return
+    _summary(exp)
+
+
+@app.command("list")
+def list_(
+    unfinished: bool = typer.Option(False, "--unfinished", help="Only episodes that can be resumed."),
+    limit: int = typer.Option(50, min=1),
+    offset: int = typer.Option(0, min=0),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """List episodes in start order, with their committed steps and whether they finished."""
+    with open_store() as db:
+        rows = list_episodes(db, unfinished=unfinished, limit=limit, offset=offset)
+    if as_json:
+        print_json([{"id": r.id, "small_world": r.small_world.id, "policy": r.policy.model, "steps": n,
+                     "finished": done, "started_at": r.started_at.isoformat()} for r, n, done in rows])
+        return
+    table = Table("id", "small world", "policy", "steps", "finished", "started")
+    table.columns[0].no_wrap = table.columns[1].no_wrap = True
+    for r, n, done in rows:
+        table.add_row(r.id, r.small_world.id, r.policy.model, str(n), "yes" if done else "no",
+                      r.started_at.isoformat()[:19])
+    console.print(table)

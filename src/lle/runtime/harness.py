@@ -1,0 +1,273 @@
+"""Γ's loop: build context -> policy.act -> ground -> world.step -> record, one step at a time.
+
+Stops are exceptions that carry their reason. The stop is decided before its step is committed and
+written into that step (a `Feedback(kind="stop")`), so a resumed episode knows it had ended. Every
+step is committed before the next begins: a kill loses at most the step in flight. A policy error,
+a malformed action or a world exception is recorded as a step with its error and ends the episode
+with outcome `unknown`; nothing here ever decides success (that is evidence's job, later).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import JsonValue
+
+from lle import __version__
+from lle.context.plain import PlainContextBuilder
+from lle.core import (
+    ActionRequest,
+    ActionStatus,
+    ContextBuilder,
+    Effect,
+    ExecutedAction,
+    Experience,
+    Feedback,
+    Limits,
+    Policy,
+    SmallWorld,
+    Step,
+    new_id,
+)
+from lle.errors import WorldError
+from lle.policies import policy_info, policy_spec
+from lle.runtime.grounding import Grounded, Grounder
+from lle.runtime.recorder import Assessor, NullRecorder, Recorder, StoreRecorder
+from lle.store import Store
+from lle.store.episodes import EpisodeRecord
+from lle.worlds.base import ToolWorld, open_world
+
+RUNTIME_VERSION = f"lle-runtime {__version__}"
+NO_ACTION = "<none>"
+"""Tool name recorded when the policy failed before producing an action."""
+
+
+class Stop(Exception):  # named for what happened, not "…Error": most episodes end with a stop
+    """Why an episode ended. `reason` is the class name; `detail` says more."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    @property
+    def reason(self) -> str:
+        return type(self).__name__
+
+    def feedback(self) -> Feedback:
+        return Feedback(source="runtime", kind="stop", content={"reason": self.reason, "detail": self.detail})
+
+
+class Submitted(Stop):
+    """The world ended the episode (`terminated`), e.g. the agent called `submit`."""
+
+
+class Truncated(Stop):
+    """The world cut the episode short (`truncated`)."""
+
+
+class StepLimit(Stop):
+    """`Limits.max_steps` steps were taken."""
+
+
+class TimeLimit(Stop):
+    """`Limits.max_seconds` of wall-clock time passed (checked after each step)."""
+
+
+class PolicyFailed(Stop):
+    """The policy raised, or asked for an action that does not parse against the tools."""
+
+
+class WorldFailed(Stop):
+    """The world raised while executing an allowed action."""
+
+
+STOPS: dict[str, type[Stop]] = {c.__name__: c for c in (Submitted, Truncated, StepLimit, TimeLimit, PolicyFailed,
+                                                         WorldFailed)}
+
+
+def stop_of(step: Step) -> Stop | None:
+    """The stop recorded on `step`, if the episode ended there."""
+    for fb in step.feedback:
+        if fb.source == "runtime" and fb.kind == "stop" and isinstance(fb.content, dict):
+            cls = STOPS.get(str(fb.content.get("reason")), Stop)
+            return cls(str(fb.content.get("detail", "")))
+    return None
+
+
+class Episode:
+    """One episode of `policy` in `small_world`; `run()` plays it to its stop and returns the experience.
+
+    `resume=True` continues an episode whose record is already stored, after `history` (its committed
+    steps, oldest first): the world is rebuilt from its seed,
+    the history's executed actions are replayed and each replayed observation must equal the
+    recorded one (else `WorldError`), then the loop continues after the last committed step.
+    """
+
+    def __init__(
+        self,
+        small_world: SmallWorld,
+        policy: Policy,
+        context_builder: ContextBuilder | None = None,
+        limits: Limits | None = None,
+        *,
+        recorder: Recorder | None = None,
+        episode_id: str | None = None,
+        world: ToolWorld | None = None,
+        world_options: Mapping[str, JsonValue] | None = None,
+        resume: bool = False,
+        history: Sequence[Step] = (),
+        expected_initial_observation: str | None = None,
+        record_timings: bool = True,
+        batch: str | None = None,
+        batch_key: str | None = None,
+    ) -> None:
+        self.small_world = small_world
+        self.policy = policy
+        self.builder: ContextBuilder = context_builder or PlainContextBuilder()
+        self.limits = limits or small_world.limits
+        self.recorder: Recorder = recorder or NullRecorder()
+        self.id = episode_id or new_id("exp")
+        self.world_options = dict(world_options or {})
+        self.world = world
+        self.resume = resume or bool(history)
+        self.history: list[Step] = list(history)
+        self.expected_initial_observation = expected_initial_observation
+        self.record_timings = record_timings
+        self.batch, self.batch_key = batch, batch_key
+        self.stop: Stop | None = None
+        self.observation = ""
+        self.world_version = ""
+
+    # --- the loop ----------------------------------------------------------------------------------
+
+    def run(self) -> Experience:
+        try:
+            self._start()
+            ended = stop_of(self.history[-1]) if self.history else None
+            if ended is not None:
+                raise ended  # killed after its last step was committed, before the experience was
+            while True:
+                self._step()
+        except Stop as stop:
+            self.stop = stop
+        finally:
+            if self.world is not None:
+                self.world.close()
+        return self.recorder.finish(self.experience())
+
+    def _step(self) -> None:
+        index = len(self.history)
+        context = self.builder.build(self.small_world, self.grounder.tools, self.history, self.observation)
+        try:
+            request, llm = self.policy.act(context)
+        except Exception as err:  # recorded on the step; KeyboardInterrupt still stops the run (resumable)
+            self._commit(_failed_step(index, list(context.refs), err), PolicyFailed(f"{type(err).__name__}: {err}"))
+            return
+        grounded = self.grounder.ground(request)
+        step = Step(index=index, context_refs=list(context.refs), llm=llm, request=request,
+                    executed=grounded.executed, effect=grounded.effect, feedback=list(grounded.feedback))
+        self._commit(step, self._stop_after(index, grounded))
+
+    def _commit(self, step: Step, stop: Stop | None) -> None:
+        if stop is not None:
+            step = step.model_copy(update={"feedback": [*step.feedback, stop.feedback()]})
+        self.recorder.commit(self.id, step)
+        self.history.append(step)
+        self.observation = step.effect.observation
+        if stop is not None:
+            raise stop
+
+    def _stop_after(self, index: int, grounded: Grounded) -> Stop | None:
+        if grounded.failure == "malformed":
+            return PolicyFailed(grounded.effect.error or "malformed action")
+        if grounded.failure == "world":
+            return WorldFailed(grounded.effect.error or "the world raised")
+        if grounded.terminated:
+            return Submitted(grounded.effect.observation[:200])
+        if grounded.truncated:
+            return Truncated(grounded.effect.observation[:200])
+        if index + 1 >= self.limits.max_steps:
+            return StepLimit(f"{self.limits.max_steps} steps taken")
+        if time.monotonic() - self.started > self.limits.max_seconds:
+            return TimeLimit(f"over {self.limits.max_seconds:g} s")
+        return None
+
+    # --- start and resume ------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self.started = time.monotonic()
+        if self.world is None:
+            self.world = open_world(self.small_world, **self.world_options)
+        self.world_version = str(getattr(self.world, "version", ""))
+        observation, _info = self.world.reset(seed=self.small_world.seed, options=None)
+        if not isinstance(observation, str):
+            raise WorldError(f"{self.small_world.world}: reset returned a {type(observation).__name__} observation; "
+                             "return str (run check_world on the world)")
+        self.grounder = Grounder(self.small_world, self.world, record_timings=self.record_timings)
+        if not self.resume:
+            self.recorder.begin(EpisodeRecord(
+                id=self.id, small_world=self.small_world, policy=policy_info(self.policy),
+                policy_spec=policy_spec(self.policy), world_options=self.world_options, limits=self.limits,
+                initial_observation=observation, runtime_version=RUNTIME_VERSION, batch=self.batch,
+                batch_key=self.batch_key))
+            self.observation = observation
+            return
+        if self.expected_initial_observation is not None and observation != self.expected_initial_observation:
+            raise _diverged(self.id, "reset", self.expected_initial_observation, observation)
+        for step in self.history:
+            if step.executed.allowed:  # denied and malformed requests never reached the world
+                replayed = self.grounder.execute(step.request, dict(step.executed.args))
+                if replayed.effect.observation != step.effect.observation:
+                    raise _diverged(self.id, f"step {step.index}", step.effect.observation,
+                                    replayed.effect.observation)
+        self.observation = self.history[-1].effect.observation if self.history else observation
+        resume_from = getattr(self.policy, "resume_from", None)
+        if callable(resume_from):
+            resume_from(list(self.history))
+
+    def experience(self) -> Experience:
+        return Experience(id=self.id, small_world=self.small_world, policy=policy_info(self.policy),
+                          runtime_version=RUNTIME_VERSION, world_version=self.world_version, steps=list(self.history))
+
+
+def _failed_step(index: int, refs: list[str], err: Exception) -> Step:
+    error = f"policy raised {type(err).__name__}: {err}"
+    return Step(
+        index=index, context_refs=refs, request=ActionRequest(tool=NO_ACTION),
+        executed=ExecutedAction(tool=NO_ACTION, allowed=False, denied_reason="no action: the policy failed",
+                                status=ActionStatus.error),
+        effect=Effect(observation=f"error: {error}", error=error),
+    )
+
+
+def _diverged(episode_id: str, where: str, recorded: str, replayed: str) -> WorldError:
+    return WorldError(
+        f"cannot resume {episode_id}: the rebuilt world diverged at {where} (recorded {recorded[:80]!r}, "
+        f"replayed {replayed[:80]!r}); the world is not deterministic under its seed, run check_world on it"
+    )
+
+
+def run_episode(
+    small_world: SmallWorld,
+    policy: Policy,
+    context_builder: ContextBuilder | None = None,
+    limits: Limits | None = None,
+    *,
+    store: Store | None = None,
+    world: ToolWorld | None = None,
+    world_options: Mapping[str, JsonValue] | None = None,
+    record_timings: bool = True,
+    assess: Assessor | None = None,
+    **kwargs: Any,
+) -> Experience:
+    """Run one episode to its stop; with `store`, commit each step as it happens and the experience at the end.
+
+    `world` is a ready instance (else one is built from the registry with `world_options`);
+    `limits` overrides the small world's. The experience's outcome stays `unknown`: the world's own
+    reward and success are on the steps as `Feedback(kind="reward")`, the stop as `kind="stop"`.
+    """
+    recorder = StoreRecorder(store, assess=assess) if store is not None else NullRecorder(assess=assess)
+    return Episode(small_world, policy, context_builder, limits, recorder=recorder, world=world,
+                   world_options=world_options, record_timings=record_timings, **kwargs).run()
