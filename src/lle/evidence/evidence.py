@@ -25,6 +25,7 @@ from lle.core import (
     VerificationLevel,
     Verifier,
 )
+from lle.errors import RegistryError
 from lle.evidence import calibration, hacking, verifiers
 from lle.evidence.attribution import attribute
 from lle.evidence.budget import Purpose, VerificationBudget
@@ -95,11 +96,17 @@ def assess(small_world: SmallWorld, trajectory: list[Step], *, base: Experience 
 
     `base` is the experience the harness recorded (its id, policy and versions are kept).
     """
-    ids = list(dict.fromkeys([*ALWAYS, *small_world.verifiers]))
-    checks: list[Verifier] = [registry.make(i) for i in ids]
+    checks: list[Verifier] = []
+    missing: list[Evidence] = []
+    for id_ in dict.fromkeys([*ALWAYS, *small_world.verifiers]):
+        try:
+            checks.append(registry.make(id_))
+        except RegistryError as err:  # a check that cannot be built has not passed: say so
+            missing.append(_unknown(id_, small_world, f"verifier {id_} could not be built: {err}", "verifier_error"))
     checks.extend(extra)
     exp = base or Experience(small_world=small_world, policy=PolicyInfo(model="unknown"))
-    found = run_verifiers(small_world, trajectory, checks, budget=budget, purpose=purpose, timeout_s=timeout_s)
+    found = missing + run_verifiers(small_world, trajectory, checks, budget=budget, purpose=purpose,
+                                    timeout_s=timeout_s)
     found = [e.model_copy(update={"experience_id": exp.id}) for e in found]
     outcome, level = decide(found)
     risk_tags = sorted({t for e in found for t in e.risk_tags} | set(exp.risk_tags))

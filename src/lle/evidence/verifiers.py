@@ -80,6 +80,9 @@ def cost_of(verifier_obj: object) -> Cost:
 
 
 def verifier_id(verifier_obj: object) -> str:
+    """The registry id of a verifier (or the id itself, for one that could not be built)."""
+    if isinstance(verifier_obj, str):
+        return verifier_obj
     return str(getattr(verifier_obj, "verifier_id", type(verifier_obj).__name__))
 
 

@@ -458,7 +458,7 @@ class ArenaFamily(TaskFamily):
         return SmallWorld(
             id=f"{self.id}:{split.value}:{seed}", world=self.id, family=self.family, project=self.game.project,
             split=split, seed=index, goal=self.game.goal(all_items(self.id)[index]),
-            tools=[self.game.tool.name, "submit"], verifiers=[self.game.anchor],
+            tools=[self.game.tool.name, "submit"],
             limits=Limits(max_steps=self.game.max_steps, max_seconds=60.0),
         )
 

@@ -206,7 +206,7 @@ class TwxFamily(TaskFamily):
         return SmallWorld(
             id=f"{self.id}:{split.value}:{seed}", world=self.id, family=self.family, project=self.game.project,
             split=split, seed=twx_seed, goal=_goal(self.game), tools=["act", "submit"],
-            verifiers=["textworld-express:tasksuccess"], limits=Limits(max_steps=self.game.max_steps,
+            limits=Limits(max_steps=self.game.max_steps,
                                                                           max_seconds=120.0),
         )
 
