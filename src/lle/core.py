@@ -19,7 +19,7 @@ from ulid import ULID
 SCHEMA_VERSION = 1
 """Version of every persisted type below; bump per type when its shape changes."""
 
-ID_PREFIXES = {"exp", "evd", "upd", "rev", "itm", "stp", "run"}
+ID_PREFIXES = {"exp", "evd", "upd", "rev", "itm", "stp", "run", "snap"}
 
 
 def new_id(prefix: str) -> str:
@@ -445,6 +445,42 @@ class Revocation(Record):
     """Ids revoked along with the target because they derive from it."""
 
 
+# --- the flywheel ---------------------------------------------------------------------------------
+
+
+def _default_strategies() -> list[Literal["none", "raw", "lle"]]:
+    return ["lle"]
+
+
+class RunConfig(Record):
+    """A flywheel run; stored with the run so it can be resumed and reported exactly."""
+
+    id: str = Field(default_factory=lambda: new_id("run"))
+    """`run_…`"""
+    suite: str = "starter"
+    """Which worlds small worlds are drawn from (`lle.flywheel.suite`)."""
+    model: str = "smollm2-135m"
+    """Policy: a catalog model, a .gguf path, `openai:NAME`, or `oracle` (the toy world's solver, for tests)."""
+    strategies: list[Literal["none", "raw", "lle"]] = Field(default_factory=lambda: _default_strategies())
+    """What is done with experience: nothing, every raw log, or governed routing."""
+    rounds: int = Field(default=2, ge=1)
+    """Train-then-evaluate rounds after round 0."""
+    train_per_round: int = Field(default=8, ge=1)
+    """Train small worlds per round."""
+    eval_tasks: int = Field(default=8, ge=1)
+    """Dev small worlds evaluated every round (the same ones each time)."""
+    workers: int = Field(default=2, ge=1)
+    """Episode worker processes."""
+    max_steps: int | None = Field(default=None, ge=1)
+    """Step limit per episode (None: the suite's)."""
+    seed: int = 0
+    """Seed of the draws and of the model's sampling."""
+    scenario: Literal["poison"] | None = None
+    """`poison`: inject instructions into train tool outputs and one-off preferences into train goals."""
+    created_at: datetime = Field(default_factory=utcnow)
+    """When the run was started."""
+
+
 # --- what the policy sees ----------------------------------------------------------------------------
 
 
@@ -524,7 +560,7 @@ PERSISTED_TYPES: dict[str, type[Record]] = {
     for cls in (
         Scope, Permissions, Limits, SmallWorld, ToolSpec, ActionRequest, ExecutedAction, Change, Effect,
         LLMCall, Feedback, Step, Evidence, PolicyInfo, Experience, GateResult, Update, CarrierItem,
-        Revocation, Message, Context,
+        Revocation, Message, Context, RunConfig,
     )
 }
 """Every persisted type by name, for `lle schema TYPE`."""

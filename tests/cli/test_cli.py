@@ -127,11 +127,3 @@ def test_newer_schema_refuses_writes(workspace: Path, tmp_path: Path) -> None:
     assert lle(workspace, "experiences", "show", exp_id).returncode == 0  # reading still works
     assert_one_line_error(lle(workspace, "revoke", exp_id, "--reason", "x"), "newer lle", "upgrade")
     assert snapshot(workspace) == before
-
-
-def test_run_round_trips_an_experience_in_a_fresh_workspace(tmp_path: Path) -> None:
-    result = lle(tmp_path / "fresh", "run", "--json")
-    assert result.returncode == 0, result.stderr
-    stored = json.loads(result.stdout)
-    with Store(tmp_path / "fresh" / "lle.db") as db:
-        assert db.get_experience(stored["id"]).model_dump(mode="json") == stored
