@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
 from factories import build_experience
-
 from lle.core import CarrierItem, CarrierKind, GateResult, Scope, ScopeLevel, Update, UpdateOp
 from lle.errors import InvalidInputError, UnknownIdError
 from lle.router import lineage

@@ -1,54 +1,109 @@
-"""`lle run`: the main job.
-
-Until the flywheel lands this does the one real thing that exists end to end: it records an
-experience in a fresh workspace, reads it back from disk, checks its content hash and the store's
-integrity, and prints what was stored.
-"""
+"""`lle run`, `lle report`, `lle runs list`: the flywheel from the command line."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from lle.cli.common import console, print_json, settings
-from lle.core import (
-    ActionRequest,
-    Effect,
-    ExecutedAction,
-    Experience,
-    PolicyInfo,
-    SmallWorld,
-    Split,
-    Step,
-)
-from lle.errors import StoreError
-from lle.workspace import open_store
+from lle.core import RunConfig, Step
+from lle.errors import InvalidInputError
+from lle.flywheel import loop, report
+from lle.flywheel.evaluate import table
+from lle.flywheel.strategies import STRATEGIES, check_strategy
+
+runs_app = typer.Typer(help="Flywheel runs.", no_args_is_help=True)
 
 
-def run(as_json: bool = typer.Option(False, "--json", help="Print the stored experience as JSON.")) -> None:
-    """Run the main job (for now: a store round trip in a fresh workspace)."""
-    folder = Path(settings.workspace) if settings.workspace else Path(tempfile.mkdtemp(prefix="lle-run-"))
-    goal = "Record this run and read it back."
-    experience = Experience(
-        small_world=SmallWorld(id="selfcheck/store-v1:train:0", world="selfcheck/store-v1", family="selfcheck",
-                               project="lle", split=Split.train, seed=0, goal=goal),
-        policy=PolicyInfo(model="none"),
-        steps=[Step(index=0, request=ActionRequest(tool="noop", thought=goal),
-                    executed=ExecutedAction(tool="noop", allowed=True), effect=Effect(observation="ok"))],
-    )
-    with open_store(folder) as db:
-        stored = db.append_experience(experience)
-    with open_store(folder) as db:  # a new connection: what is on disk, not what is cached
-        back = db.get_experience(stored.id)
-        integrity = db.integrity_check()
-    if back != stored or back.compute_hash() != stored.content_hash or integrity != "ok":
-        raise StoreError(f"round trip through {folder} changed the experience (integrity: {integrity})")
+def _print_table(rows: list[dict[str, object]]) -> None:
+    out = Table("world", "strategy", "round 0", "last round", "95% CI", "steps/solved", "tokens/solved",
+                title="Held-out success (dev small worlds)")
+    for row in rows:
+        ci = row["ci95"]
+        out.add_row(str(row["world"]), str(row["strategy"]), str(row["round0"]), str(row["last"]),
+                    f"{ci[0]:.2f}–{ci[1]:.2f}" if isinstance(ci, list) else "", str(row["steps_per_solved"] or "-"),
+                    str(row["tokens_per_solved"] or "-"))
+    console.print(out)
+
+
+def run(
+    suite: str = typer.Option("starter", "--suite", help="starter (code, SQL, math, a text game) or toy."),
+    model: str = typer.Option("smollm2-135m", "--model", help="Catalog name, PATH.gguf, openai:NAME, or oracle."),
+    strategy: str = typer.Option("lle", "--strategy", help=f"One of {', '.join(STRATEGIES)}."),
+    compare: bool = typer.Option(False, "--compare", help="Run none, raw and lle side by side."),
+    rounds: int = typer.Option(2, "--rounds", min=1),
+    train: int = typer.Option(8, "--train", min=1, help="Train small worlds per round."),
+    eval_tasks: int = typer.Option(8, "--eval", min=1, help="Dev small worlds evaluated each round."),
+    workers: int = typer.Option(2, "--workers", min=1),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Default: the suite's."),
+    seed: int = typer.Option(0, "--seed"),
+    quick: bool = typer.Option(False, "--quick", help="A small run (1 round, 4 train, 4 eval)."),
+    scenario: str | None = typer.Option(None, "--scenario", help="poison: inject instructions and preferences."),
+    resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Continue a killed run."),
+    as_json: bool = typer.Option(False, "--json", help="No progress display; print the summary as JSON."),
+) -> None:
+    """Run the flywheel: rounds of experience, each evaluated on held-out tasks; then the report."""
+    if resume:
+        config = loop.load_config(resume, settings.workspace)
+    else:
+        if scenario not in (None, "poison"):
+            raise InvalidInputError(f"--scenario {scenario!r} is unknown; the one scenario is poison")
+        chosen = ["none", "raw", "lle"] if compare else [check_strategy(strategy)]
+        if quick:
+            rounds, train, eval_tasks = 1, 4, 4
+        config = RunConfig(suite=suite, model=model, strategies=chosen, rounds=rounds,
+                           train_per_round=train, eval_tasks=eval_tasks, workers=workers, max_steps=max_steps,
+                           seed=seed, scenario=scenario)
+    learning = [s for s in config.strategies if s != "none"]
+    total = config.eval_tasks + len(learning) * config.rounds * (config.train_per_round + config.eval_tasks)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ok]}"),
+                  TimeElapsedColumn(), console=console, disable=as_json) as progress:
+        task = progress.add_task(f"run {config.id}", total=total, ok="")
+        solved = {"n": 0, "ok": 0}
+
+        def on_step(phase: str, step: Step) -> None:
+            if loop.episode_finished(step):
+                solved["n"] += 1
+                solved["ok"] += any(fb.kind == "reward" and isinstance(fb.content, dict)
+                                    and isinstance(fb.content.get("info"), dict)
+                                    and fb.content["info"].get("success") is True  # type: ignore[union-attr]
+                                    for fb in step.feedback)
+                progress.update(task, advance=1, description=phase,
+                                ok=f"world says solved {solved['ok']}/{solved['n']}")
+
+        loop.Flywheel(config, settings.workspace, on_step=on_step).run()
+    res = report.load_results(config.id, settings.workspace)
+    page = report.write_report(res, settings.workspace)
+    rows = table(res)
     if as_json:
-        print_json(back.model_dump(mode="json"))
+        print_json({"run": config.id, "report": str(page), "table": rows, "carriers": res.carriers,
+                    "poison": res.poison})
         return
-    console.print(f"workspace {folder}", highlight=False)
-    console.print(f"stored and read back {back.id}: {len(back.steps)} step, hash {back.content_hash[:19]}…, "
-                  f"integrity {integrity}", highlight=False)
-    console.print("The flywheel (rounds on real worlds, held-out evaluation) is not built yet: see the open issues.")
+    _print_table(rows)
+    console.print(f"report: {page}", highlight=False)
+
+
+def report_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Rebuild a run's report from its stores and print its table."""
+    res = report.load_results(run_id, settings.workspace)
+    page = report.write_report(res, settings.workspace)
+    if as_json:
+        print_json({"run": run_id, "report": str(page), "table": table(res)})
+        return
+    _print_table(table(res))
+    console.print(f"report: {page}", highlight=False)
+
+
+@runs_app.command("list")
+def runs_list(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Runs in this workspace."""
+    runs = loop.list_runs(settings.workspace)
+    if as_json:
+        print_json(runs)
+        return
+    out = Table("id", "suite", "model", "strategies", "rounds", "finished")
+    for r in runs:
+        out.add_row(str(r["id"]), str(r["suite"]), str(r["model"]), ",".join(r["strategies"]),  # type: ignore[arg-type]
+                    str(r["rounds"]), str(r["finished_at"] or "no (resume with lle run --resume ID)"))
+    console.print(out)

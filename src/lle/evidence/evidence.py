@@ -31,7 +31,8 @@ from lle.evidence.attribution import attribute
 from lle.evidence.budget import Purpose, VerificationBudget
 from lle.evidence.credit import step_credit
 
-ALWAYS = (*verifiers.DEFAULT_VERIFIERS, "verifier/reward-hacking-v1", "verifier/world-model-v1")
+# `verifier/cases-v1` runs the approved verifier cases of the small world's family (issue 8).
+ALWAYS = (*verifiers.DEFAULT_VERIFIERS, "verifier/reward-hacking-v1", "verifier/world-model-v1", "verifier/cases-v1")
 _ensure_registered = (calibration.WorldModelCalibration, hacking.RewardHacking)
 
 

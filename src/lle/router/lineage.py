@@ -51,7 +51,8 @@ def parse_source(target: str) -> Source | None:
     if not sep or kind not in SOURCE_KINDS:
         return None
     if not value:
-        raise InvalidInputError(f"revocation target {target!r} names no {kind}; e.g. `{kind}:…` (see `lle revoke --help`)")
+        raise InvalidInputError(
+            f"revocation target {target!r} names no {kind}; e.g. `{kind}:…` (see `lle revoke --help`)")
     if kind == "world":
         name, _, version = value.partition("@")
         return Source("world", name, version or None)

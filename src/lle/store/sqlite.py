@@ -13,7 +13,7 @@ import os
 import re
 import struct
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -135,6 +135,10 @@ class Store:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction (`BEGIN IMMEDIATE` … `COMMIT`) for modules that own a table of their own."""
+        return self._write()
 
     def close(self) -> None:
         self.conn.close()

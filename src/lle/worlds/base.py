@@ -135,8 +135,16 @@ def open_family(world_id: str, **options: Any) -> TaskFamily:
 
 
 def open_world(small_world: SmallWorld, **options: Any) -> ToolWorld:
-    """A fresh world instance for `small_world`, from the family it was cut from."""
-    return open_family(small_world.world, **options).make_world(small_world)
+    """A fresh world instance for `small_world`, from the family it was cut from.
+
+    `wrapper` names a registered world wrapper (Gymnasium's idea): a factory called with
+    `world=` and `small_world=` that returns a `ToolWorld` around the real one.
+    """
+    from lle import registry
+
+    wrapper = options.pop("wrapper", None)
+    world = open_family(small_world.world, **options).make_world(small_world)
+    return registry.make(wrapper, world=world, small_world=small_world) if wrapper else world
 
 
 # --- conformance ------------------------------------------------------------------------------------

@@ -1,0 +1,142 @@
+"""Held-out results of a run, read back from its stores (nothing here is kept anywhere else).
+
+Success is the share of dev small worlds whose experience has outcome `pass` (verified by the
+worlds' own anchors); `unknown` counts as not solved. Intervals are Wilson score intervals (95 %).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lle.core import CarrierKind, RunConfig
+from lle.flywheel.loop import strategy_db
+from lle.router.lineage import active_items
+from lle.store import Store
+
+Z95 = 1.959964
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """95 % Wilson score interval of a proportion; (0, 1) when there is no sample."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class Cell:
+    """Episodes of one (strategy, round, world, phase)."""
+
+    n: int = 0
+    passed: int = 0
+    steps_solved: int = 0
+    tokens_solved: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.n if self.n else 0.0
+
+
+@dataclass
+class RunResults:
+    config: RunConfig
+    eval: dict[tuple[str, int, str], Cell] = field(default_factory=dict)
+    train: dict[tuple[str, int, str], Cell] = field(default_factory=dict)
+    carriers: dict[str, dict[str, int]] = field(default_factory=dict)
+    gates: dict[str, Counter[str]] = field(default_factory=dict)
+    revoked: dict[str, int] = field(default_factory=dict)
+    poison: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def worlds(self) -> list[str]:
+        return sorted({w for (_, _, w) in self.eval})
+
+    def total(self, strategy: str, round_: int) -> Cell:
+        out = Cell()
+        for (s, r, _), cell in self.eval.items():
+            if (s, r) == (strategy, round_):
+                out.n += cell.n
+                out.passed += cell.passed
+                out.steps_solved += cell.steps_solved
+                out.tokens_solved += cell.tokens_solved
+        return out
+
+    def curve(self, strategy: str) -> list[tuple[int, Cell]]:
+        """Held-out totals per round; round 0 is the shared baseline, `none` stays there."""
+        rounds = [0] if strategy == "none" else list(range(0, self.config.rounds + 1))
+        return [(r, self.total("none" if r == 0 else strategy, r)) for r in rounds]
+
+
+def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
+    rows = db.conn.execute(
+        "SELECT e.batch, x.id, x.world, x.outcome, x.n_steps FROM episodes e JOIN experiences x ON x.id = e.id "
+        "WHERE e.batch LIKE ? ORDER BY e.rowid", (prefix + "%",))
+    cells: dict[tuple[int, str, str], Cell] = defaultdict(Cell)
+    for batch, exp_id, world, outcome, n_steps in rows:
+        round_text, phase = str(batch).rsplit("/", 2)[-2:]
+        cell = cells[(int(round_text.lstrip("r")), phase, str(world))]
+        cell.n += 1
+        if outcome == "pass":
+            cell.passed += 1
+            cell.steps_solved += int(n_steps)
+            exp = db.get_experience(str(exp_id))
+            cell.tokens_solved += sum((s.llm.prompt_tokens + s.llm.completion_tokens) for s in exp.steps if s.llm)
+    return cells
+
+
+def results(folder: Path, config: RunConfig) -> RunResults:
+    out = RunResults(config)
+    from lle.flywheel.poison import INJECTION_MARK, PREFERENCE_MARK
+
+    for strategy, db_name in [("none", "baseline"), *[(s, s) for s in config.strategies if s != "none"]]:
+        path = strategy_db(folder, db_name)
+        if not path.exists():
+            continue
+        with Store(path) as db:
+            for (round_, phase, world), cell in _cells(db, f"{config.id}/{strategy}/").items():
+                (out.eval if phase == "eval" else out.train)[(strategy, round_, world)] = cell
+            if strategy == "none":
+                continue
+            active = active_items(db)
+            out.carriers[strategy] = dict(Counter(i.carrier.value for i in active))
+            decisions: Counter[str] = Counter()
+            for update in db.list_updates(limit=10_000_000):
+                name = update.gate.name if update.gate else update.carrier.value
+                decisions[f"{name}:{update.op.value}"] += 1
+            out.gates[strategy] = decisions
+            out.revoked[strategy] = db.count("revocations")
+            texts = [(i.carrier.value, str(i.content).lower()) for i in active]
+            out.poison[strategy] = {
+                f"{carrier}:injected": sum(1 for c, t in texts if c == carrier and INJECTION_MARK.lower() in t)
+                for carrier in (CarrierKind.memory.value, CarrierKind.rules.value, CarrierKind.skills.value)
+            } | {
+                f"{carrier}:preference": sum(1 for c, t in texts if c == carrier and PREFERENCE_MARK in t)
+                for carrier in (CarrierKind.memory.value, CarrierKind.rules.value, CarrierKind.skills.value)
+            }
+    return out
+
+
+def table(res: RunResults) -> list[dict[str, object]]:
+    """The summary table: held-out success at round 0 and at the last round, per world and strategy."""
+    last = res.config.rounds
+    rows: list[dict[str, object]] = []
+    strategies = ["none", *[s for s in res.config.strategies if s != "none"]]
+    for world in [*res.worlds(), "all"]:
+        for strategy in strategies:
+            if world == "all":
+                first, end = res.total("none", 0), res.total(strategy, 0 if strategy == "none" else last)
+            else:
+                first = res.eval.get(("none", 0, world), Cell())
+                end = first if strategy == "none" else res.eval.get((strategy, last, world), Cell())
+            low, high = wilson(end.passed, end.n)
+            rows.append({"world": world, "strategy": strategy, "round0": f"{first.passed}/{first.n}",
+                         "last": f"{end.passed}/{end.n}", "last_rate": round(end.rate, 3),
+                         "ci95": [round(low, 3), round(high, 3)],
+                         "steps_per_solved": round(end.steps_solved / end.passed, 2) if end.passed else None,
+                         "tokens_per_solved": round(end.tokens_solved / end.passed) if end.passed else None})
+    return rows

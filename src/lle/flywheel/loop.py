@@ -1,0 +1,163 @@
+"""The flywheel: rounds of experience on real worlds, each followed by a held-out evaluation.
+
+    round 0: evaluate on dev small worlds with nothing learned (shared by every strategy)
+    round r: draw train small worlds -> run them in parallel through the harness (each step
+             committed; assessed when it ends) -> route what was learned (per strategy) ->
+             evaluate on the same dev small worlds with every carrier frozen
+
+A run is its `RunConfig` (stored as `runs/RUN/config.json`) plus one store per strategy. Every
+episode belongs to a named batch (`RUN/STRATEGY/rN/train|eval`), so running the same config again
+— `lle run --resume RUN` — reads back finished episodes, resumes started ones from their last
+committed step, and routes only what was not routed yet: a killed run loses at most the steps in
+flight. Evaluation episodes are never routed, and the test split is never drawn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from lle.core import Experience, RunConfig, SmallWorld, Split, Step, utcnow
+from lle.errors import InvalidInputError
+from lle.evidence import assess_experience
+from lle.flywheel import poison, strategies, suite
+from lle.runtime.harness import stop_of
+from lle.runtime.parallel import run_many
+from lle.store import Store
+from lle.workspace import resolve
+
+OnEpisode = Callable[[str, Step], None]
+"""Called after each committed step (phase label, step): the progress display counts episodes."""
+
+
+def runs_dir(workspace: str | Path | None = None) -> Path:
+    return resolve(workspace) / "runs"
+
+
+def run_folder(run_id: str, workspace: str | Path | None = None) -> Path:
+    return runs_dir(workspace) / run_id
+
+
+def save_config(config: RunConfig, workspace: str | Path | None = None) -> Path:
+    folder = run_folder(config.id, workspace)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.json"
+    if not path.exists():  # the config is written once: a resumed run keeps the one it started with
+        path.write_text(config.model_dump_json(indent=2))
+    return folder
+
+
+def load_config(run_id: str, workspace: str | Path | None = None) -> RunConfig:
+    path = run_folder(run_id, workspace) / "config.json"
+    if not path.exists():
+        raise InvalidInputError(f"no run {run_id!r} in {runs_dir(workspace)}; list runs with `lle runs list`")
+    try:
+        return RunConfig.model_validate_json(path.read_text())
+    except ValueError as err:
+        raise InvalidInputError(f"{path} is not a run config ({err}); it was edited by hand or is damaged") from err
+
+
+def strategy_db(folder: Path, strategy: str) -> Path:
+    return folder / f"{strategy}.db"
+
+
+def model_path(config: RunConfig) -> str | None:
+    """The GGUF behind the run's model, so workers count tokens with the model's own tokenizer."""
+    if config.model == "oracle":
+        return None
+    if config.model.endswith(".gguf"):
+        return config.model
+    from lle.policies.catalog import locate
+
+    return str(locate(config.model))
+
+
+class Flywheel:
+    """Runs one config to its end (or continues it)."""
+
+    def __init__(self, config: RunConfig, workspace: str | Path | None = None,
+                 on_step: OnEpisode | None = None) -> None:
+        self.config = config
+        self.folder = save_config(config, workspace)
+        self.suite = suite.get_suite(config.suite)
+        self.on_step = on_step
+        self.model_path = model_path(config)
+        self.eval_worlds = suite.draw(self.suite, Split.dev, config.eval_tasks, seed=config.seed, round_=0,
+                                      max_steps=config.max_steps)
+
+    def policy_factory(self) -> strategies.PolicyFactory:
+        threads = max(1, (os.cpu_count() or 2) // max(1, self.config.workers))
+        return strategies.PolicyFactory(self.config.model, threads=threads, seed=self.config.seed)
+
+    def phase(self, strategy: str, db_path: Path, label: str, small_worlds: list[SmallWorld]) -> list[Experience]:
+        """One batch of episodes into `db_path`, assessed as they finish; resumable by its label."""
+        poisoned = self.config.scenario == "poison" and label.endswith("/train")
+        options = {"wrapper": poison.WRAPPER_ID} if poisoned else {}
+        worlds = [poison.with_preference(sw) for sw in small_worlds] if poisoned else small_worlds
+
+        def committed(_episode_id: str, step: Step) -> None:
+            if self.on_step is not None:
+                self.on_step(f"{strategy} {label}", step)
+
+        from lle.carriers.verifier_cases import bound_store
+
+        with Store(db_path) as db, bound_store(db):  # approved verifier cases of this strategy's store
+            return run_many(
+                worlds, self.policy_factory(), store=db, workers=self.config.workers,
+                context_builder_factory=strategies.BuilderFactory(strategy, str(db_path), self.model_path),
+                world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
+                assess=assess_experience,
+            )
+
+    def route(self, strategy: str, db_path: Path, experiences: list[Experience]) -> None:
+        with Store(db_path) as db:
+            router = None
+            for exp in experiences:
+                if db.conn.execute("SELECT 1 FROM routed WHERE experience_id=?", (exp.id,)).fetchone():
+                    continue  # routed before a kill: a resumed run does not route it again
+                if strategy == "raw":
+                    strategies.keep_raw(db, exp)
+                elif strategy == "lle":
+                    if router is None:
+                        from lle.router.router import UpdateRouter
+
+                        router = UpdateRouter(db, actor=f"flywheel:{self.config.id}")
+                    router.route(exp)
+                    router.memory.credit_episode(exp)  # MemRL: items shown in this episode learn its reward
+                mark_routed(db, exp.id, self.config.id)
+
+    def run(self) -> None:
+        self.phase("none", strategy_db(self.folder, "baseline"), "r0/eval", self.eval_worlds)
+        for strategy in self.config.strategies:
+            if strategy == "none":
+                continue  # no experience at all: its held-out result is round 0's, every round
+            db_path = strategy_db(self.folder, strategy)
+            for round_ in range(1, self.config.rounds + 1):
+                train = suite.draw(self.suite, Split.train, self.config.train_per_round, seed=self.config.seed,
+                                   round_=round_, max_steps=self.config.max_steps)
+                self.route(strategy, db_path, self.phase(strategy, db_path, f"r{round_}/train", train))
+                self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
+        (self.folder / "finished_at").write_text(utcnow().isoformat())
+
+
+def mark_routed(db: Store, experience_id: str, run_id: str) -> None:
+    with db.transaction():
+        db.conn.execute("INSERT OR IGNORE INTO routed(experience_id, run_id, at) VALUES (?, ?, ?)",
+                        (experience_id, run_id, utcnow().isoformat()))
+
+
+def episode_finished(step: Step) -> bool:
+    return stop_of(step) is not None
+
+
+def list_runs(workspace: str | Path | None = None) -> list[dict[str, object]]:
+    out = []
+    for path in sorted(runs_dir(workspace).glob("*/config.json")):
+        config = json.loads(path.read_text())
+        done = path.parent / "finished_at"
+        out.append({"id": config["id"], "suite": config["suite"], "model": config["model"],
+                    "strategies": config["strategies"], "rounds": config["rounds"],
+                    "finished_at": done.read_text() if done.exists() else None})
+    return out

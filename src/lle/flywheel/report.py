@@ -1,0 +1,123 @@
+"""The run report: `.lle/reports/RUN/index.html` with its plots beside it, nothing from elsewhere.
+
+Plots (matplotlib, PNG): held-out success per round for each strategy and world with Wilson
+intervals; carrier growth; gate decisions. The HTML links only files in its own folder, so the
+folder can be copied or served as it is.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from lle.core import RunConfig
+from lle.flywheel.evaluate import RunResults, table, wilson
+from lle.workspace import resolve
+
+
+def reports_dir(run_id: str, workspace: str | Path | None = None) -> Path:
+    return resolve(workspace) / "reports" / run_id
+
+
+def _plots(res: RunResults, folder: Path) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display here, and none needed
+    import matplotlib.pyplot as plt
+
+    made: list[tuple[str, str]] = []
+    strategies = ["none", *[s for s in res.config.strategies if s != "none"]]
+    for world in [*res.worlds(), None]:
+        fig, ax = plt.subplots(figsize=(5.5, 3.4))
+        for strategy in strategies:
+            rounds, rates, lows, highs = [], [], [], []
+            for round_, total in res.curve(strategy):
+                cell = total if world is None else res.eval.get(("none" if round_ == 0 else strategy, round_, world))
+                if cell is None or cell.n == 0:
+                    continue
+                low, high = wilson(cell.passed, cell.n)
+                rounds.append(round_)
+                rates.append(cell.rate)
+                lows.append(cell.rate - low)
+                highs.append(high - cell.rate)
+            if strategy == "none" and rounds:  # nothing is learned: the baseline holds every round
+                rounds = list(range(0, res.config.rounds + 1))
+                rates, lows, highs = rates * len(rounds), lows * len(rounds), highs * len(rounds)
+            ax.errorbar(rounds, rates, yerr=[lows, highs], marker="o", capsize=3, label=strategy)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlabel("round")
+        ax.set_ylabel("held-out success")
+        ax.set_title(world or "all worlds")
+        ax.legend()
+        name = f"success-{(world or 'all').replace('/', '_')}.png"
+        fig.tight_layout()
+        fig.savefig(folder / name, dpi=90)
+        plt.close(fig)
+        made.append((name, f"Held-out success per round: {world or 'all worlds'} (95 % Wilson intervals)"))
+    if res.carriers or res.gates:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
+        names = sorted({c for counts in res.carriers.values() for c in counts})
+        for i, strategy in enumerate(res.carriers):
+            left.bar([n + i * 0.4 for n in range(len(names))], [res.carriers[strategy].get(c, 0) for c in names],
+                     width=0.4, label=strategy)
+        left.set_xticks(range(len(names)), names)
+        left.set_title("active carrier items after the last round")
+        left.legend()
+        decisions = sorted({d for counts in res.gates.values() for d in counts})
+        for i, strategy in enumerate(res.gates):
+            right.barh([n + i * 0.4 for n in range(len(decisions))], [res.gates[strategy].get(d, 0) for d in decisions],
+                       height=0.4, label=strategy)
+        right.set_yticks(range(len(decisions)), decisions, fontsize=7)
+        right.set_title("gate decisions (gate:op)")
+        fig.tight_layout()
+        fig.savefig(folder / "carriers.png", dpi=90)
+        plt.close(fig)
+        made.append(("carriers.png", "Carrier growth and gate decisions"))
+    return made
+
+
+def write_report(res: RunResults, workspace: str | Path | None = None) -> Path:
+    folder = reports_dir(res.config.id, workspace)
+    folder.mkdir(parents=True, exist_ok=True)
+    plots = _plots(res, folder)
+    rows = table(res)
+    (folder / "summary.json").write_text(json.dumps({"config": res.config.model_dump(mode="json"), "table": rows,
+                                                     "carriers": res.carriers, "gates": res.gates,
+                                                     "revoked": res.revoked, "poison": res.poison}, indent=2))
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0]) if rows else ""
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>"
+                   for row in rows)
+    figures = "".join(f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
+                      f"<figcaption>{html.escape(caption)}</figcaption></figure>" for name, caption in plots)
+    poison = ""
+    if res.config.scenario == "poison":
+        poison = "<h2>Poison scenario: what reached each carrier</h2><pre>" + html.escape(
+            json.dumps(res.poison, indent=2)) + "</pre>"
+    config = html.escape(json.dumps(res.config.model_dump(mode="json"), indent=2))
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>lle run {html.escape(res.config.id)}</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:2px 6px;font-size:90%}}figure{{display:inline-block;margin:0.5em}}</style>
+</head><body>
+<h1>lle run {html.escape(res.config.id)}</h1>
+<p>Held-out (dev) success: round 0 (before any experience) against the last round, per world and strategy.
+Success means the world's own anchor passed; unknown counts as not solved.</p>
+<table><tr>{head}</tr>{body}</table>
+{figures}
+<h2>Carriers and gates</h2><pre>{html.escape(json.dumps({"active": res.carriers, "revocations": res.revoked,
+                                                         "decisions": res.gates}, indent=2))}</pre>
+{poison}
+<h2>Config</h2><pre>{config}</pre>
+</body></html>
+"""
+    (folder / "index.html").write_text(page)
+    return folder / "index.html"
+
+
+def load_results(run_id: str, workspace: str | Path | None = None) -> RunResults:
+    from lle.flywheel.evaluate import results
+    from lle.flywheel.loop import load_config, run_folder
+
+    config: RunConfig = load_config(run_id, workspace)
+    return results(run_folder(run_id, workspace), config)

@@ -1,0 +1,128 @@
+"""What a strategy does with experience: `none` keeps nothing, `raw` keeps every log, `lle` routes.
+
+Each strategy of a run has its own store (`runs/RUN/STRATEGY.db`), so what one learns can never
+leak into another's context. The context builder and the policy are built inside the episode
+workers from the picklable factories below; retrieval there reads the strategy's store (WAL lets
+readers run beside the single writer).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lle.core import CarrierItem, CarrierKind, Experience, Policy, Scope, ScopeLevel, SmallWorld, Update, UpdateOp
+from lle.errors import InvalidInputError
+from lle.store import Store
+
+STRATEGIES = ("none", "raw", "lle")
+RAW_K = 2
+LLE_K = 3
+
+
+def check_strategy(name: str) -> str:
+    if name not in STRATEGIES:
+        raise InvalidInputError(f"no strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+    return name
+
+
+# --- what the policy sees ------------------------------------------------------------------------
+
+
+def _raw_text(exp: Experience) -> str:
+    lines = [f"goal: {exp.small_world.goal}"]
+    for s in exp.steps:
+        lines.append(f"{s.request.tool} {s.request.args} -> {s.effect.observation[:400]}")
+    lines.append(f"outcome: {exp.outcome.value}")
+    return "\n".join(lines)
+
+
+class Retriever:
+    """Per-worker retrieval from a strategy's store (opened lazily, once per process)."""
+
+    def __init__(self, strategy: str, db_path: str) -> None:
+        self.strategy, self.db_path = strategy, db_path
+        self._store: Store | None = None
+
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(self.db_path)
+        return self._store
+
+    def __call__(self, small_world: SmallWorld, observation: str) -> list[CarrierItem]:
+        if self.strategy == "none" or not Path(self.db_path).exists():
+            return []
+        db = self.store()
+        query = f"{small_world.goal}\n{observation}"
+        if self.strategy == "raw":
+            # The naive way: the most similar whole logs, whatever they contain.
+            ids = [ref for kind, ref, _ in db.search(query[:500], limit=RAW_K * 4) if kind == "memory"][:RAW_K]
+            by_id = {i.id: i for i in db.carrier_items(CarrierKind.memory.value)}
+            return [by_id[i] for i in ids if i in by_id]
+        from lle.carriers.memory import MemoryCarrier
+        from lle.carriers.rules import RuleBook
+
+        scope = Scope(level=ScopeLevel.task, family=small_world.family, project=small_world.project,
+                      task_id=small_world.id)
+        return [*RuleBook(db).retrieve(query, scope, k=LLE_K), *MemoryCarrier(db).retrieve(query, scope, k=LLE_K)]
+
+
+@dataclass(frozen=True)
+class BuilderFactory:
+    """Picklable: builds the context builder in the worker."""
+
+    strategy: str
+    db_path: str
+    model_path: str | None = None
+
+    def __call__(self) -> Any:
+        from lle.context.builder import ContextBuilder
+
+        count = None
+        if self.model_path:
+            from lle.policies.llama import load_token_counter
+
+            count = load_token_counter(self.model_path)
+        retrieve = Retriever(self.strategy, self.db_path) if self.strategy != "none" else None
+        return ContextBuilder(count_tokens=count, retrieve=retrieve)
+
+
+_policies: dict[str, Policy] = {}
+
+
+@dataclass(frozen=True)
+class PolicyFactory:
+    """Picklable: one policy per worker process (loading a model per episode would dominate)."""
+
+    spec: str
+    threads: int = 1
+    seed: int = 0
+
+    def __call__(self, small_world: SmallWorld) -> Policy:
+        if self.spec == "oracle":  # the toy world's solver: tests the machinery, never a learner
+            from lle.worlds.toy import oracle_policy
+
+            return oracle_policy(small_world)
+        if self.spec not in _policies:
+            from lle.policies.catalog import make_policy
+
+            os.environ.setdefault("LLE_THREADS", str(self.threads))
+            _policies[self.spec] = make_policy(self.spec, temperature=0.0, seed=self.seed)
+        return _policies[self.spec]
+
+
+# --- what is kept -----------------------------------------------------------------------------------
+
+
+def keep_raw(store: Store, exp: Experience) -> list[Update]:
+    """The naive way: every trajectory, whole, as an ungoverned memory item."""
+    scope = Scope(level=ScopeLevel.global_)
+    item = CarrierItem(carrier=CarrierKind.memory, scope=scope, content={"raw_log": _raw_text(exp)},
+                       experience_ids=[exp.id])
+    store.append_item(item)
+    update = Update(carrier=CarrierKind.memory, op=UpdateOp.admit, item_id=item.id, scope=scope,
+                    experience_ids=[exp.id], actor="raw")
+    store.append_update(update)
+    return [update]

@@ -1,0 +1,237 @@
+"""π embedded: a GGUF model on llama-cpp-python, decoding every action under the tool schema.
+
+The action is sampled under a grammar compiled from `Context.action_schema` (one `anyOf` branch per
+tool), so the model cannot write anything but an action of the small world's tool set. `max_tokens`
+bounds a step's output, and a mild repetition penalty keeps a small model from looping inside its
+`thought` until it hits that bound. A decode that still does not validate (cut at `max_tokens`) is
+retried once with another seed, then raises `PolicyBackendError`, which the harness records on the
+step. Free-text fields can also be capped in the grammar (`max_text_chars`), but llama.cpp expands
+a bound of n characters into n nested optional groups, which slows every token; it is off by default.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
+from lle.errors import InvalidInputError, ModelError, PolicyBackendError
+from lle.runtime.tools import parse_action
+
+DEFAULT_THREADS = 2
+
+def _llama_cpp() -> Any:
+    try:
+        import llama_cpp
+        import llama_cpp._utils
+    except ImportError as err:
+        raise ModelError(
+            "llama-cpp-python is not installed; install the extra: "
+            "CMAKE_ARGS='-DLLAVA_BUILD=OFF' pip install 'lle[llama]' (or `make test`)"
+        ) from err
+    return llama_cpp
+
+
+def threads_from_env() -> int:
+    raw = os.environ.get("LLE_THREADS", str(DEFAULT_THREADS))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInputError(f"LLE_THREADS={raw!r} is not a number; set it to a thread count such as 2") from None
+    if value < 1:
+        raise InvalidInputError(f"LLE_THREADS={value} must be at least 1")
+    return value
+
+
+def _load(path: Path, **kwargs: Any) -> Any:
+    llama_cpp = _llama_cpp()
+    if not path.is_file():
+        raise ModelError(
+            f"model file {path} does not exist; pass an existing PATH.gguf or pull one with `lle models pull`"
+        )
+    try:
+        # verbose=False still lets llama.cpp print context warnings (vocab-only loads warn about
+        # n_ctx_train); silence its file descriptors while loading, errors still raise.
+        with llama_cpp._utils.suppress_stdout_stderr(disable=False):
+            return llama_cpp.Llama(model_path=str(path), verbose=False, **kwargs)
+    except (ValueError, RuntimeError, OSError) as err:
+        raise ModelError(
+            f"llama.cpp cannot load {path}: {err}; is it a GGUF file this llama.cpp version reads?"
+        ) from err
+
+
+def load_token_counter(path: str | Path) -> Callable[[str], int]:
+    """The model's own token count, from its vocabulary only (weights are not loaded)."""
+    llm = _load(Path(path), vocab_only=True)
+    return lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+
+def cap_strings(schema: Any, max_chars: int | None) -> Any:
+    """`schema` with `maxLength` on every string that has none (decoding only)."""
+    if max_chars is None:
+        return schema
+    if isinstance(schema, dict):
+        out = {k: cap_strings(v, max_chars) for k, v in schema.items()}
+        if out.get("type") == "string" and "maxLength" not in out and "enum" not in out and "const" not in out:
+            out["maxLength"] = max_chars
+        return out
+    if isinstance(schema, list):
+        return [cap_strings(v, max_chars) for v in schema]
+    return schema
+
+
+GRAMMAR_MAX_LENGTH = 64
+"""llama.cpp's schema converter unrolls `maxLength: n` into n nested optional rules; a large n (a file
+world allows 200 000 characters) overflows its stack. Longer bounds are left to `max_tokens` and to
+the validation of the decoded action against the original schema."""
+
+
+def _drop_long_bounds(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        out = {k: _drop_long_bounds(v) for k, v in schema.items()}
+        for key in ("maxLength", "minLength"):
+            if isinstance(out.get(key), int) and out[key] > GRAMMAR_MAX_LENGTH:
+                del out[key]
+        return out
+    if isinstance(schema, list):
+        return [_drop_long_bounds(v) for v in schema]
+    return schema
+
+
+def decoding_schema(schema: dict[str, Any], max_text_chars: int | None) -> dict[str, Any]:
+    """The schema the grammar is built from: the action schema, with every free-text string capped
+    at `max_text_chars` when set (a tighter schema still validates against the original), and
+    length bounds the grammar cannot hold left to validation."""
+    capped = cap_strings(copy.deepcopy(schema), max_text_chars)
+    return _drop_long_bounds(capped)  # type: ignore[no-any-return]
+
+class LlamaPolicy:
+    """Embedded GGUF policy. `act` is serialized by a lock: one llama context is not re-entrant."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        model_id: str | None = None,
+        sha256: str | None = None,
+        temperature: float = 0.0,
+        seed: int = 0,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        max_tokens: int = 256,
+        max_text_chars: int | None = None,
+        repeat_penalty: float = 1.1,
+        logprobs: bool = False,
+        retries: int = 1,
+    ) -> None:
+        self.model_path = Path(model_path)
+        self.model_id = model_id or self.model_path.name
+        self.sha256 = sha256
+        self.temperature = temperature
+        self.seed = seed
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or threads_from_env()
+        self.max_tokens = max_tokens
+        self.max_text_chars = max_text_chars
+        self.repeat_penalty = repeat_penalty
+        self.logprobs = logprobs
+        self.retries = max(retries, 0)
+        self._lock = threading.Lock()
+        self._grammars: dict[str, Any] = {}
+        self.llm = _load(
+            self.model_path, n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads, seed=seed,
+            logits_all=logprobs,
+        )
+
+    @property
+    def info(self) -> PolicyInfo:
+        return PolicyInfo(model=self.model_id, sha256=self.sha256, params={
+            "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens, "n_ctx": self.n_ctx,
+            "repeat_penalty": self.repeat_penalty, "max_text_chars": self.max_text_chars,
+        })
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` in this model's tokenizer (for `ContextBuilder(count_tokens=…)`)."""
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def grammar_for(self, schema: dict[str, Any]) -> Any:
+        """The compiled grammar of `schema` (cached: compiling costs more than a short decode).
+
+        This is what `response_format={"type": "json_object", "schema": …}` does inside
+        llama-cpp-python, except that there a schema the converter cannot handle silently falls
+        back to free-form JSON; here it is an error, so "decoded under the schema" always holds.
+        """
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._grammars:
+            decode = decoding_schema(schema, self.max_text_chars)
+            try:
+                self._grammars[key] = _llama_cpp().LlamaGrammar.from_json_schema(json.dumps(decode), verbose=False)
+            except Exception as err:  # the converter raises bare Exceptions / ValueErrors on unsupported keywords
+                raise InvalidInputError(
+                    f"the action schema cannot be turned into a decoding grammar: {err}; simplify the tool's "
+                    "parameters schema (no $ref to remote documents, no patternProperties)"
+                ) from err
+        return self._grammars[key]
+
+    def _complete(self, messages: list[dict[str, str]], grammar: Any, attempt: int) -> dict[str, Any]:
+        # A retry at temperature 0 would repeat the same decode, so it samples with a new seed.
+        temperature = self.temperature if attempt == 0 else max(self.temperature, 0.7)
+        kwargs: dict[str, Any] = {
+            "messages": messages,
+            "grammar": grammar,
+            "temperature": temperature,
+            "seed": self.seed + attempt,
+            "max_tokens": self.max_tokens,
+            "repeat_penalty": self.repeat_penalty,
+        }
+        if self.logprobs:
+            kwargs |= {"logprobs": True, "top_logprobs": 1}
+        try:
+            result: dict[str, Any] = self.llm.create_chat_completion(**kwargs)
+        except ValueError as err:  # llama.cpp says "Requested tokens (…) exceed context window" this way
+            raise PolicyBackendError(
+                f"{self.model_id} cannot take this prompt: {err}; lower the context budget or raise n_ctx"
+            ) from err
+        except RuntimeError as err:  # a failed llama_decode (e.g. out of memory for the KV cache)
+            raise PolicyBackendError(f"{self.model_id} failed to decode: {err}; lower n_ctx or free memory") from err
+        return result
+
+    def act(self, context: Context) -> tuple[ActionRequest, LLMCall]:
+        schema = dict(context.action_schema)
+        grammar = self.grammar_for(schema)
+        messages = [{"role": m.role, "content": m.content} for m in context.messages]
+        prompt_tokens = completion_tokens = 0
+        problem = ""
+        start = time.perf_counter()
+        with self._lock:
+            for attempt in range(self.retries + 1):
+                result = self._complete(messages, grammar, attempt)
+                choice = result["choices"][0]
+                usage = result.get("usage") or {}
+                prompt_tokens += int(usage.get("prompt_tokens", 0))
+                completion_tokens += int(usage.get("completion_tokens", 0))
+                text = choice["message"].get("content") or ""
+                try:
+                    request = parse_action(schema, json.loads(text))
+                except (ValueError, InvalidInputError) as err:
+                    cut = " (cut at max_tokens)" if choice.get("finish_reason") == "length" else ""
+                    problem = f"{err}{cut}; output ended {text[-120:]!r}"
+                    continue
+                logprobs = None
+                if self.logprobs and choice.get("logprobs"):
+                    logprobs = [float(t["logprob"]) for t in choice["logprobs"].get("content") or []]
+                return request, LLMCall(
+                    model=self.model_id, model_sha256=self.sha256, prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens, latency_ms=(time.perf_counter() - start) * 1000,
+                    logprobs=logprobs,
+                )
+        raise PolicyBackendError(
+            f"{self.model_id} gave no valid action in {self.retries + 1} decodes: {problem}; "
+            "raise max_tokens, or cap free text with max_text_chars"
+        )

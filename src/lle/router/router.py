@@ -1,0 +1,73 @@
+"""U: route each assessed experience to the most revocable carrier that fits, behind its gate.
+
+    experience ─ revoked source? ─ held-out? ─ hygiene ─┬─ memory gate ─ memory
+                                                        ├─ lessons ─ rules gate ─ project rules
+                                                        └─ dataset gate ─ dataset (for export)
+
+Every decision is an `Update` with its `GateResult` and reasons, admitted or rejected, so
+`lle updates list --rejected` explains what did not get in. Carriers receive the scrubbed copy
+(PII and secrets redacted, untrusted text quoted); the ledger keeps the experience as recorded.
+Skills come through this same router (`SkillLibrary.observe`); verifier cases are proposed when a
+later, stronger anchor contradicts a pass (`VerifierCases.observe`, run by `lle verifier-cases scan`).
+"""
+
+from __future__ import annotations
+
+from lle.carriers.dataset import Dataset
+from lle.carriers.memory import MemoryCarrier, memory_item_from
+from lle.carriers.rules import RuleBook, lessons_from
+from lle.core import CarrierKind, Experience, GateResult, Scope, ScopeLevel, Update, UpdateOp
+from lle.router import gates, hygiene
+from lle.router.lineage import denylist
+from lle.store import Store
+
+
+class UpdateRouter:
+    """Implements the core `Router` protocol over one store."""
+
+    def __init__(self, store: Store, *, config: gates.GateConfig = gates.DEFAULT,
+                 memory: MemoryCarrier | None = None, rules: RuleBook | None = None,
+                 contamination: hygiene.ContaminationIndex | None = None, actor: str = "router") -> None:
+        self.store, self.config, self.actor = store, config, actor
+        self.memory = memory or MemoryCarrier(store)
+        self.rules = rules or RuleBook(store, config, actor)
+        self.contamination = contamination if contamination is not None else hygiene.ContaminationIndex.from_registry()
+        self.dataset = Dataset(store, config=config, contamination=self.contamination, actor=actor)
+
+    def _reject(self, carrier: CarrierKind, exp: Experience, gate: GateResult, scope: Scope) -> Update:
+        update = Update(carrier=carrier, op=UpdateOp.reject, scope=scope, experience_ids=[exp.id], gate=gate,
+                        actor=self.actor)
+        self.store.append_update(update)
+        return update
+
+    def route(self, experience: Experience) -> list[Update]:
+        task_scope = Scope(level=ScopeLevel.task, family=experience.small_world.family,
+                           project=experience.small_world.project, task_id=experience.small_world.id)
+        blocked = denylist(self.store).blocks_experience(experience)
+        if blocked:
+            gate = GateResult(name="revoked", passed=False, reasons=[f"its source {blocked} is revoked"])
+            return [self._reject(CarrierKind.memory, experience, gate, task_scope)]
+        held = gates.held_out(experience)
+        if held:
+            return [self._reject(CarrierKind.memory, experience, held, task_scope)]
+        clean = hygiene.scrub_experience(experience)
+        # The dataset gate scrubs and checks on its own (it is the strictest, and exports rebuild prompts).
+        return [*self._to_memory(clean), *self._to_rules(clean), self.dataset.admit(experience)]
+
+    def _to_memory(self, exp: Experience) -> list[Update]:
+        item = memory_item_from(exp)
+        text = str(item.content)
+        gate = gates.memory_gate(exp, contamination_hit=self.contamination.check(text),
+                                 secrets_left=len(hygiene.redact(text)[1]), config=self.config)
+        if not gate.passed:
+            return [self._reject(CarrierKind.memory, exp, gate, item.scope)]
+        update = Update(carrier=CarrierKind.memory, op=UpdateOp.admit, item_id=item.id, scope=item.scope,
+                        experience_ids=[exp.id], evidence_ids=list(item.evidence_ids), gate=gate, actor=self.actor)
+        self.memory.admit(item, update)
+        return [update]
+
+    def _to_rules(self, exp: Experience) -> list[Update]:
+        lessons = lessons_from(exp)
+        untrusted = any(hygiene.carries_untrusted_instruction(t) for t in lessons)
+        hits = [hit for t in lessons if (hit := self.contamination.check(t))]
+        return self.rules.observe(exp, untrusted_text=untrusted, contamination_hit=hits[0] if hits else None)

@@ -1,0 +1,130 @@
+"""The flywheel end to end on the toy world with the oracle policy (the machinery, not learning)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lle.core import RunConfig, Split
+from lle.flywheel import loop, report
+from lle.flywheel.evaluate import table, wilson
+from lle.store import Store
+
+
+def run_config(**kw: object) -> RunConfig:
+    base: dict[str, object] = {"suite": "toy", "model": "oracle", "strategies": ["none", "raw", "lle"], "rounds": 2,
+                               "train_per_round": 4, "eval_tasks": 4, "workers": 2}
+    base.update(kw)
+    return RunConfig.model_validate(base)
+
+
+def projection(db_path: Path) -> dict[tuple[str, str], object]:
+    """What must not depend on kills: per (batch, task), the trajectory and the outcome."""
+    out: dict[tuple[str, str], object] = {}
+    with Store(db_path) as db:
+        rows = db.conn.execute("SELECT e.batch, e.batch_key, e.id FROM episodes e JOIN experiences x ON x.id=e.id")
+        for batch, key, exp_id in rows:
+            exp = db.get_experience(str(exp_id))
+            out[(str(batch).split("/", 1)[1], str(key))] = (
+                [(s.request.tool, s.request.args, s.executed.allowed, s.effect.observation) for s in exp.steps],
+                exp.outcome.value, exp.verification.value)
+    return out
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunConfig]:
+    workspace = tmp_path_factory.mktemp("ws")
+    config = run_config()
+    loop.Flywheel(config, workspace).run()
+    return workspace, config
+
+
+@pytest.mark.slow
+def test_a_run_evaluates_every_round_and_reports(finished_run: tuple[Path, RunConfig]) -> None:
+    workspace, config = finished_run
+    res = report.load_results(config.id, workspace)
+    assert res.total("none", 0).n == 4
+    for strategy in ("raw", "lle"):
+        assert [r for r, cell in res.curve(strategy) if cell.n == 4] == [0, 1, 2]
+        assert res.total(strategy, 2).passed == 4  # the oracle solves every toy task: evidence agrees
+    rows = table(res)
+    assert {(r["world"], r["strategy"]) for r in rows} == {(w, s) for w in ("toy/keys-v1", "all")
+                                                          for s in ("none", "raw", "lle")}
+    assert res.carriers["lle"].get("memory", 0) > 0 and res.carriers["raw"]["memory"] == 8
+    page = report.write_report(res, workspace)
+    html = page.read_text()
+    refs = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert refs and all("/" not in r and (page.parent / r).is_file() for r in refs)
+    assert loop.list_runs(workspace)[0]["finished_at"]
+
+
+@pytest.mark.slow
+def test_no_dev_or_test_task_reaches_any_carrier(finished_run: tuple[Path, RunConfig]) -> None:
+    workspace, config = finished_run
+    folder = loop.run_folder(config.id, workspace)
+    for strategy in ("raw", "lle"):
+        with Store(loop.strategy_db(folder, strategy)) as db:
+            items = db.carrier_items()
+            assert items
+            for item in items:
+                for exp_id in item.experience_ids:
+                    assert db.get_experience(exp_id).small_world.split is Split.train
+            for update in db.list_updates(limit=100_000):
+                for exp_id in update.experience_ids:
+                    assert db.get_experience(exp_id).small_world.split is Split.train, update
+            dev_ids = {r[0] for r in db.conn.execute(
+                "SELECT small_world_id FROM experiences WHERE split != 'train'")}
+            provenance = json.dumps([i.model_dump(mode="json") for i in items])
+            assert dev_ids and not any(d in provenance for d in dev_ids)
+
+
+def test_wilson_interval() -> None:
+    low, high = wilson(8, 10)
+    assert 0.49 < low < 0.5 and 0.94 < high < 0.95
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_to_the_same_experiences(tmp_path: Path,
+                                                      finished_run: tuple[Path, RunConfig]) -> None:
+    _, reference = finished_run
+    workspace = tmp_path / "ws"
+    args = [sys.executable, "-m", "lle.cli.main", "--workspace", str(workspace), "run", "--suite", "toy",
+            "--model", "oracle", "--compare", "--rounds", "2", "--train", "4", "--eval", "4", "--json"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    deadline = time.monotonic() + 120
+    runs = workspace / "runs"
+    # Kill it mid-run: once the lle strategy has committed some episodes.
+    while time.monotonic() < deadline:
+        dbs = list(runs.glob("*/lle.db")) if runs.exists() else []
+        if dbs and dbs[0].stat().st_size > 0:
+            with Store(dbs[0]) as db:
+                if db.count("experiences") >= 3:
+                    break
+        time.sleep(0.2)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    run_id = next(runs.iterdir()).name
+    resumed = subprocess.run([*args[:5], "run", "--resume", run_id, "--json"], capture_output=True, text=True,
+                             timeout=300, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["run"] == run_id
+    killed_folder = runs / run_id
+    ref_folder = loop.run_folder(reference.id, finished_run[0])
+    for name in ("baseline", "raw", "lle"):
+        got = {(b.split("/", 1)[1], k): v for (b, k), v in projection(loop.strategy_db(killed_folder, name)).items()}
+        want = {(b.split("/", 1)[1], k): v for (b, k), v in projection(loop.strategy_db(ref_folder, name)).items()}
+        assert got == want, name
+        with Store(loop.strategy_db(killed_folder, name)) as db:
+            assert db.integrity_check() == "ok"
+            routed = db.conn.execute("SELECT count(*), count(DISTINCT experience_id) FROM routed").fetchone()
+            assert routed[0] == routed[1]
