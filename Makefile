@@ -25,7 +25,7 @@ sandbox-deps:
 	else echo "bubblewrap is missing; sandboxed tests will be skipped (fix: sudo apt-get install bubblewrap)"; fi
 
 run: $(STAMP)
-	$(BIN)/lle run
+	$(BIN)/lle run --quick
 
 test: $(STAMP) sandbox-deps
 	$(BIN)/python -m pytest -q

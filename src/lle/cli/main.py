@@ -7,9 +7,12 @@ import sys
 import typer
 
 from lle import __version__
+from lle.cli import carriers, evidence, experiences, models, schema, store, updates, worlds
 from lle.cli import episodes as episodes_cmd
-from lle.cli import evidence, experiences, models, schema, store, updates, worlds
+from lle.cli import export as export_cmd
 from lle.cli import run as run_cmd
+from lle.cli import skills as skills_cmd
+from lle.cli import verifier_cases as verifier_cases_cmd
 from lle.cli.common import err_console, settings
 from lle.errors import LleError
 
@@ -27,9 +30,16 @@ app.add_typer(updates.app, name="updates")
 app.add_typer(evidence.app, name="evidence")
 app.add_typer(models.app, name="models")
 app.add_typer(worlds.app, name="worlds")
+app.add_typer(carriers.memory_app, name="memory")
+app.add_typer(carriers.rules_app, name="rules")
+app.add_typer(skills_cmd.app, name="skills")
+app.add_typer(verifier_cases_cmd.app, name="verifier-cases")
+app.add_typer(export_cmd.app, name="export")
 app.command("revoke")(updates.revoke)
 app.command("schema")(schema.schema)
 app.command("run")(run_cmd.run)
+app.command("report")(run_cmd.report_cmd)
+app.add_typer(run_cmd.runs_app, name="runs")
 
 
 def _version(value: bool) -> None:

@@ -39,8 +39,8 @@ def _plots(res: RunResults, folder: Path) -> list[tuple[str, str]]:
                 low, high = wilson(cell.passed, cell.n)
                 rounds.append(round_)
                 rates.append(cell.rate)
-                lows.append(cell.rate - low)
-                highs.append(high - cell.rate)
+                lows.append(max(0.0, cell.rate - low))  # float rounding can put the bound a hair past the rate
+                highs.append(max(0.0, high - cell.rate))
             if strategy == "none" and rounds:  # nothing is learned: the baseline holds every round
                 rounds = list(range(0, res.config.rounds + 1))
                 rates, lows, highs = rates * len(rounds), lows * len(rounds), highs * len(rounds)

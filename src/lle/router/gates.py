@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lle.core import Experience, GateResult, Outcome, VerificationLevel
+from lle.core import Evidence, Experience, GateResult, Outcome, Strength, VerificationLevel
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,18 @@ class GateConfig:
     rules_min_support: int = 2
     rules_min_level: VerificationLevel = VerificationLevel.hard_anchor
     untrusted_min_level: VerificationLevel = VerificationLevel.independent_anchors
+    skills_min_support: int = 3
+    skills_min_projects: int = 2
+    skills_min_level: VerificationLevel = VerificationLevel.hard_anchor
+    skills_min_pairs: int = 4
+    skills_max_regression: float = 0.0
+    skills_retire_drop: float = 0.2
+    skills_monitor_min_uses: int = 3
+    # Verifier cases: a pass at this level that a later hard fail from one of these anchors contradicts.
+    verifier_case_min_level: VerificationLevel = VerificationLevel.hard_anchor
+    verifier_case_anchors: frozenset[str] = frozenset({"human", "hidden_test", "replay"})
+    dataset_min_level: VerificationLevel = VerificationLevel.hard_anchor
+    dataset_dedupe_threshold: float = 0.9
 
 
 DEFAULT = GateConfig()
@@ -72,3 +84,106 @@ def rules_gate(text: str, supporters: Sequence[Experience], contradictions: Sequ
     if reasons:
         return GateResult(name="rules", passed=False, reasons=reasons)
     return GateResult(name="rules", passed=True, reasons=[f"{len(hard)} experiences at {needed} or better support it"])
+
+
+# --- skills (lle.carriers.skills) ------------------------------------------------------------------
+
+
+def skills_gate(supporters: Sequence[Experience], *, config: GateConfig = DEFAULT) -> GateResult:
+    """A skill candidate: hard-verified successes in >= `skills_min_support` distinct small worlds of
+    >= `skills_min_projects` projects (the same task solved twice is one small world, not two)."""
+    good = [e for e in supporters if e.outcome is Outcome.passed and e.small_world.split.value == "train"
+            and e.verification.rank >= config.skills_min_level.rank]
+    worlds = {e.small_world.id for e in good}
+    projects = {(e.small_world.family, e.small_world.project) for e in good}
+    reasons = []
+    if len(worlds) < config.skills_min_support:
+        reasons.append(f"successes at {config.skills_min_level} in {len(worlds)} of {config.skills_min_support} "
+                       "small worlds needed")
+    if len(projects) < config.skills_min_projects:
+        reasons.append(f"{len(projects)} of {config.skills_min_projects} projects: a pattern of one project "
+                       "is a project rule, not a skill")
+    if reasons:
+        return GateResult(name="skills", passed=False, reasons=reasons)
+    return GateResult(name="skills", passed=True, reasons=[
+        f"{len(good)} successes at {config.skills_min_level} or better in {len(worlds)} small worlds of "
+        f"{len(projects)} projects"])
+
+
+def skills_replay_gate(pairs: int, used: int, with_skill: int, without: int, *,
+                       config: GateConfig = DEFAULT) -> GateResult:
+    """Validation A/B over `pairs` small worlds: successes with the skill offered vs without; `used`
+    counts the pairs whose skill arm really called it. Passes on a non-negative effect (within
+    `skills_max_regression`) measured on at least `skills_min_pairs` pairs that used it."""
+    effect = (with_skill - without) / pairs if pairs else 0.0
+    summary = f"{with_skill}/{pairs} with the skill vs {without}/{pairs} without (effect {effect:+.2f}), used in {used}"
+    reasons = []
+    if used < config.skills_min_pairs:
+        reasons.append(f"{summary}: {config.skills_min_pairs} paired episodes that use it are needed")
+    if effect < -config.skills_max_regression:
+        reasons.append(f"{summary}: a regression")
+    if reasons:
+        return GateResult(name="skills_replay", passed=False, reasons=reasons)
+    return GateResult(name="skills_replay", passed=True, reasons=[summary])
+
+
+def skills_monitor_gate(uses: int, successes: int, baseline: float, *, config: GateConfig = DEFAULT) -> GateResult:
+    """An active skill stays while its success rate in use has not dropped more than `skills_retire_drop`
+    below its validation baseline (judged after `skills_monitor_min_uses` uses)."""
+    rate = successes / uses if uses else 0.0
+    summary = f"success {successes}/{uses} = {rate:.2f} in use vs {baseline:.2f} in validation"
+    if uses >= config.skills_monitor_min_uses and baseline - rate > config.skills_retire_drop:
+        return GateResult(name="skills_monitor", passed=False, reasons=[
+            f"{summary}: dropped {baseline - rate:.2f} > {config.skills_retire_drop:.2f}"])
+    return GateResult(name="skills_monitor", passed=True, reasons=[summary])
+
+
+# --- verifier cases and the dataset (lle.carriers.verifier_cases, lle.carriers.dataset) ---------------
+
+
+def verifier_case_gate(exp: Experience, contradicting: Sequence[Evidence], *,
+                       config: GateConfig = DEFAULT) -> GateResult:
+    """A verifier missed a failure: `exp` passed at `verifier_case_min_level` or better, and later hard
+    evidence from a stronger anchor (`verifier_case_anchors`: a person, hidden tests, a replay) says
+    fail. Passing this gate makes a candidate case; a person still approves it."""
+    stronger = [e for e in contradicting if e.outcome is Outcome.failed and e.strength is Strength.hard
+                and e.anchor in config.verifier_case_anchors]
+    reasons = []
+    if held_out(exp):
+        reasons.append(f"{exp.small_world.id} is a {exp.small_world.split} task: evaluation only")
+    if exp.outcome is not Outcome.passed or exp.verification.rank < config.verifier_case_min_level.rank:
+        reasons.append(f"recorded {exp.outcome} at {exp.verification}: no verifier passed it at "
+                       f"{config.verifier_case_min_level}, so none missed anything")
+    if not stronger:
+        anchors = sorted({e.anchor for e in contradicting})
+        reasons.append(f"no later hard fail from {sorted(config.verifier_case_anchors)} (later anchors: {anchors})")
+    if reasons:
+        return GateResult(name="verifier_cases", passed=False, reasons=reasons)
+    return GateResult(name="verifier_cases", passed=True, reasons=[
+        f"passed at {exp.verification}, then {', '.join(f'{e.anchor} {e.id}' for e in stronger)} said fail"])
+
+
+def dataset_gate(exp: Experience, *, outcome: Outcome, level: VerificationLevel, secrets_left: int,
+                 duplicate_of: str | None, contamination_hit: str | None,
+                 config: GateConfig = DEFAULT) -> GateResult:
+    """Training data: hard-verified with a decided outcome (from all evidence, later verdicts too),
+    scrubbed with no secret left, not a duplicate, no dev/test item nor a copy of one."""
+    reasons = []
+    if held_out(exp):
+        reasons.append(f"{exp.small_world.id} is a {exp.small_world.split} task: evaluation only")
+    if outcome is Outcome.unknown:
+        reasons.append("outcome unknown: nothing verified to train on")
+    if level.rank < config.dataset_min_level.rank:
+        reasons.append(f"verified at {level}, below {config.dataset_min_level}")
+    if "reward_hacking" in exp.risk_tags:
+        reasons.append("reward hacking suspected")
+    if secrets_left:
+        reasons.append(f"hygiene left {secrets_left} secrets in the rows")
+    if duplicate_of:
+        reasons.append(f"duplicate of {duplicate_of}")
+    if contamination_hit:
+        reasons.append(f"copies held-out item {contamination_hit}")
+    if reasons:
+        return GateResult(name="dataset", passed=False, reasons=reasons)
+    return GateResult(name="dataset", passed=True,
+                      reasons=[f"{outcome} at {level}; scrubbed, unique, no held-out item"])

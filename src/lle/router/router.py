@@ -2,12 +2,14 @@
 
     experience ─ revoked source? ─ held-out? ─ hygiene ─┬─ memory gate ─ memory
                                                         ├─ lessons ─ rules gate ─ project rules
+                                                        ├─ mining ─ skills gate ─ skill candidates
                                                         └─ dataset gate ─ dataset (for export)
 
 Every decision is an `Update` with its `GateResult` and reasons, admitted or rejected, so
 `lle updates list --rejected` explains what did not get in. Carriers receive the scrubbed copy
 (PII and secrets redacted, untrusted text quoted); the ledger keeps the experience as recorded.
-Skills come through this same router (`SkillLibrary.observe`); verifier cases are proposed when a
+Skills are mined as candidates through this same router (`SkillLibrary.observe`: ≥ 3 hard-verified
+successes in ≥ 2 projects; activation needs `SkillLibrary.validate`); verifier cases are proposed when a
 later, stronger anchor contradicts a pass (`VerifierCases.observe`, run by `lle verifier-cases scan`).
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 from lle.carriers.dataset import Dataset
 from lle.carriers.memory import MemoryCarrier, memory_item_from
 from lle.carriers.rules import RuleBook, lessons_from
+from lle.carriers.skills import SkillLibrary
 from lle.core import CarrierKind, Experience, GateResult, Scope, ScopeLevel, Update, UpdateOp
 from lle.router import gates, hygiene
 from lle.router.lineage import denylist
@@ -33,6 +36,7 @@ class UpdateRouter:
         self.rules = rules or RuleBook(store, config, actor)
         self.contamination = contamination if contamination is not None else hygiene.ContaminationIndex.from_registry()
         self.dataset = Dataset(store, config=config, contamination=self.contamination, actor=actor)
+        self.skills = SkillLibrary(store, config, actor)
 
     def _reject(self, carrier: CarrierKind, exp: Experience, gate: GateResult, scope: Scope) -> Update:
         update = Update(carrier=carrier, op=UpdateOp.reject, scope=scope, experience_ids=[exp.id], gate=gate,
@@ -52,7 +56,8 @@ class UpdateRouter:
             return [self._reject(CarrierKind.memory, experience, held, task_scope)]
         clean = hygiene.scrub_experience(experience)
         # The dataset gate scrubs and checks on its own (it is the strictest, and exports rebuild prompts).
-        return [*self._to_memory(clean), *self._to_rules(clean), self.dataset.admit(experience)]
+        return [*self._to_memory(clean), *self._to_rules(clean), *self.skills.observe(clean),
+                self.dataset.admit(experience)]
 
     def _to_memory(self, exp: Experience) -> list[Update]:
         item = memory_item_from(exp)

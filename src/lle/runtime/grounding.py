@@ -18,9 +18,10 @@ import os
 import posixpath
 import stat
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import jsonschema
 from pydantic import JsonValue
@@ -180,10 +181,27 @@ class Grounded:
     truncated: bool = False
 
 
-class Grounder:
-    """Grounds requests for one small world in one (already reset) world instance."""
+class SkillTool(Protocol):
+    """A skill offered as one more tool, which the harness expands into tool calls (`lle.carriers.skills`)."""
 
-    def __init__(self, small_world: SmallWorld, world: ToolWorld, *, record_timings: bool = True) -> None:
+    @property
+    def item_id(self) -> str: ...
+
+    @property
+    def spec(self) -> ToolSpec: ...
+
+    def expand(self, args: Mapping[str, JsonValue]) -> list[ActionRequest]: ...
+
+
+class Grounder:
+    """Grounds requests for one small world in one (already reset) world instance.
+
+    `skills` are offered after the world's tools; a call to one is expanded (`expand`) into tool
+    calls that are each grounded like any other request.
+    """
+
+    def __init__(self, small_world: SmallWorld, world: ToolWorld, *, record_timings: bool = True,
+                 skills: Sequence[SkillTool] = ()) -> None:
         self.small_world = small_world
         self.world = world
         self.record_timings = record_timings
@@ -193,12 +211,17 @@ class Grounder:
             what = f"names tools the world lacks: {missing}" if missing else "allows no tools"
             raise WorldError(f"small world {small_world.id} {what}; the world offers {sorted(self.world_tools)}, "
                              "list the allowed ones in SmallWorld.tools")
-        self.tools: list[ToolSpec] = [self.world_tools[n] for n in small_world.tools]
-        """The tools the policy sees (the small world's, in its order)."""
+        skill_specs = [s.spec for s in skills]
+        self.skills = {spec.name: s for spec, s in zip(skill_specs, skills, strict=True)}
+        clash = sorted(set(self.skills) & set(self.world_tools))
+        if clash:
+            raise WorldError(f"skills {clash} have the names of world tools; skill tools are named skill_<name>")
+        self.tools: list[ToolSpec] = [self.world_tools[n] for n in small_world.tools] + skill_specs
+        """The tools the policy sees (the small world's, in its order, then the skills offered)."""
         self.schema = action_schema(self.tools)
         # Compiled once: jsonschema.validate() would re-check the schema itself on every call.
-        self.validators = {name: jsonschema.Draft202012Validator({"type": "object", **t.parameters})
-                           for name, t in self.world_tools.items()}
+        self.validators = {t.name: jsonschema.Draft202012Validator({"type": "object", **t.parameters})
+                           for t in [*self.world_tools.values(), *skill_specs]}
         self.path_args = {name: [k for k, v in _properties(t).items() if v.get("format") == PATH_FORMAT]
                           for name, t in self.world_tools.items()}
         self._cache: StatCache = {}
@@ -220,6 +243,15 @@ class Grounder:
                                       status=ActionStatus.denied)
             return Grounded(executed, Effect(observation=f"denied: {reason}"))
         return self.execute(request, args, normalized=args != request.args)
+
+    def expand(self, request: ActionRequest) -> tuple[list[ActionRequest], Grounded | None]:
+        """A skill call's tool calls, or (no calls, the malformed result) when its args miss its slots."""
+        error = next(iter(self.validators[request.tool].iter_errors(request.args)), None)
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "args"
+            return [], self._malformed(request, f"args of skill {request.tool} do not match its slots at {where}: "
+                                                f"{error.message}")
+        return self.skills[request.tool].expand(request.args), None
 
     @property
     def schema_names(self) -> list[str]:

@@ -26,6 +26,7 @@ from lle.core import (
     Experience,
     Feedback,
     Limits,
+    LLMCall,
     Policy,
     SmallWorld,
     Step,
@@ -33,7 +34,7 @@ from lle.core import (
 )
 from lle.errors import WorldError
 from lle.policies import policy_info, policy_spec
-from lle.runtime.grounding import Grounded, Grounder
+from lle.runtime.grounding import Grounded, Grounder, SkillTool
 from lle.runtime.recorder import Assessor, NullRecorder, Recorder, StoreRecorder
 from lle.store import Store
 from lle.store.episodes import EpisodeRecord
@@ -103,6 +104,7 @@ class Episode:
     steps, oldest first): the world is rebuilt from its seed,
     the history's executed actions are replayed and each replayed observation must equal the
     recorded one (else `WorldError`), then the loop continues after the last committed step.
+    `skills` are offered as extra tools; a call to one is expanded into its tool calls (`_expand`).
     """
 
     def __init__(
@@ -122,8 +124,10 @@ class Episode:
         record_timings: bool = True,
         batch: str | None = None,
         batch_key: str | None = None,
+        skills: Sequence[SkillTool] = (),
     ) -> None:
         self.small_world = small_world
+        self.skills = list(skills)
         self.policy = policy
         self.builder: ContextBuilder = context_builder or PlainContextBuilder()
         self.limits = limits or small_world.limits
@@ -165,10 +169,34 @@ class Episode:
         except Exception as err:  # recorded on the step; KeyboardInterrupt still stops the run (resumable)
             self._commit(_failed_step(index, list(context.refs), err), PolicyFailed(f"{type(err).__name__}: {err}"))
             return
+        if request.tool in self.grounder.skills:
+            self._expand(index, list(context.refs), request, llm)
+            return
         grounded = self.grounder.ground(request)
         step = Step(index=index, context_refs=list(context.refs), llm=llm, request=request,
                     executed=grounded.executed, effect=grounded.effect, feedback=list(grounded.feedback))
         self._commit(step, self._stop_after(index, grounded))
+
+    def _expand(self, index: int, refs: list[str], request: ActionRequest, llm: LLMCall | None) -> None:
+        """A skill call: its tool calls, each grounded and committed as its own step; a denied or failed one ends it."""
+        skill = self.grounder.skills[request.tool]
+        calls, malformed = self.grounder.expand(request)
+        if malformed is not None:
+            step = Step(index=index, context_refs=[*refs, skill.item_id], llm=llm, request=request,
+                        executed=malformed.executed, effect=malformed.effect)
+            self._commit(step, self._stop_after(index, malformed))
+        for n, call in enumerate(calls):
+            grounded = self.grounder.ground(call)
+            failed = not grounded.executed.allowed or grounded.executed.status is ActionStatus.error
+            note = Feedback(source="runtime", kind="skill", content={
+                "skill": skill.item_id, "tool": request.tool, "args": request.args, "thought": request.thought,
+                "call": n + 1, "of": len(calls), "stopped": failed and n + 1 < len(calls)})
+            step = Step(index=index + n, context_refs=[*refs, skill.item_id], llm=llm if n == 0 else None,
+                        request=call, executed=grounded.executed, effect=grounded.effect,
+                        feedback=[*grounded.feedback, note])
+            self._commit(step, self._stop_after(index + n, grounded))
+            if failed:
+                return
 
     def _commit(self, step: Step, stop: Stop | None) -> None:
         if stop is not None:
@@ -205,7 +233,8 @@ class Episode:
         if not isinstance(observation, str):
             raise WorldError(f"{self.small_world.world}: reset returned a {type(observation).__name__} observation; "
                              "return str (run check_world on the world)")
-        self.grounder = Grounder(self.small_world, self.world, record_timings=self.record_timings)
+        self.grounder = Grounder(self.small_world, self.world, record_timings=self.record_timings,
+                                 skills=self.skills)
         if not self.resume:
             self.recorder.begin(EpisodeRecord(
                 id=self.id, small_world=self.small_world, policy=policy_info(self.policy),

@@ -159,6 +159,10 @@ class Store:
 
         return canonical_json(blobs.externalize(value, put))
 
+    def decode(self, text: str) -> Any:
+        """A stored JSON body as plain values, with its blobs put back."""
+        return self._load(text)
+
     def _load(self, text: str) -> Any:
         def get(digest: str) -> str:
             row = self.conn.execute("SELECT data FROM blobs WHERE sha256=?", (digest,)).fetchone()
@@ -316,7 +320,7 @@ class Store:
         revoked = self.revoked_ids()
         rows = self.conn.execute(
             "SELECT id, world, project, split, outcome, verification, score, n_steps, n_evidence, content_hash,"
-            f" created_at FROM experiences WHERE {' AND '.join(where)} ORDER BY id LIMIT ? OFFSET ?",
+            f" created_at FROM experiences WHERE {' AND '.join(where)} ORDER BY rowid LIMIT ? OFFSET ?",
             (*args, limit, offset),
         )
         names = [f.name for f in dataclasses.fields(ExperienceRow)][:-1]
@@ -335,13 +339,15 @@ class Store:
             if value:
                 where.append(f"{column}=?")
                 args.append(value)
-        rows = self.conn.execute(f"SELECT body FROM updates WHERE {' AND '.join(where)} ORDER BY id LIMIT ? OFFSET ?",
-                                 (*args, limit, offset))
+        # rowid: the order of writing (ids made in the same millisecond do not sort by time).
+        rows = self.conn.execute(
+            f"SELECT body FROM updates WHERE {' AND '.join(where)} ORDER BY rowid LIMIT ? OFFSET ?",
+            (*args, limit, offset))
         return [Update.model_validate(self._load(r[0])) for r in rows]
 
     def list_revocations(self) -> list[Revocation]:
         return [Revocation.model_validate(self._load(r[0]))
-                for r in self.conn.execute("SELECT body FROM revocations ORDER BY id")]
+                for r in self.conn.execute("SELECT body FROM revocations ORDER BY rowid")]
 
     def carrier_items(self, carrier: str | None = None) -> list[CarrierItem]:
         """Every carrier item ever admitted (revoked ones too: filter with the router's denylist)."""

@@ -1,0 +1,465 @@
+"""Skill descriptors and the miner: frequent tool-call patterns in verified successes, abstracted.
+
+A trajectory is cut into segments of calls that really ran (a denied or failed call, or a call that
+a skill expanded, ends a segment: a macro never spans a failure, and a skill never counts as
+support for itself). Every contiguous run of 2..`max_len` calls is grouped by its *shape*: the tools,
+their argument names, and the values of *categorical* arguments (few distinct values family-wide,
+such as `open(target=door|chest)`), so `open door` and `open chest` are different patterns while
+directions or file paths are not. Inside a pattern an argument whose value never varies stays a
+constant; one that varies becomes a slot, and two arguments that always carry the same value share
+one slot (`read_file(path)` then `edit_file(path)`). Preconditions are the observation words present
+before the first call in every occurrence; postconditions the changes and observation words that
+every occurrence produced. Composite skills are two atomic skills that follow each other directly.
+Everything is sorted before it is counted, so the same experiences always mine the same skills.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+from lle.core import ActionRequest, ActionStatus, Context, Experience, LLMCall, PolicyInfo, canonical_json
+from lle.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from lle.carriers.skills import Skill
+
+FORMAT = "lle-skill/1"
+SKILL_FEEDBACK = "skill"
+"""`Feedback.kind` the harness writes on every step a skill expanded (content: skill id, call, of)."""
+NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
+_STOPWORDS = frozenset({
+    "the", "and", "you", "are", "with", "this", "that", "for", "from", "into", "your", "there", "here", "has",
+    "have", "was", "were", "not", "but", "can", "its", "than", "then", "see", "what", "when", "which", "who"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SkillCall(_Model):
+    tool: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    """Tool the call runs."""
+    args: dict[str, JsonValue] = Field(default_factory=dict)
+    """Arguments that are the same in every occurrence (constants)."""
+    slots: dict[str, str] = Field(default_factory=dict)
+    """Argument name -> slot name, filled from the skill call's arguments."""
+
+
+class SkillSlot(_Model):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    """Parameter name of the skill tool."""
+    type: Literal["string", "integer", "number", "boolean"] | None = None
+    """JSON type seen in every occurrence (None when it varied)."""
+    examples: list[JsonValue] = Field(default_factory=list)
+    """Up to five values seen, most frequent first."""
+
+
+class SkillEvidence(_Model):
+    support: int = Field(ge=0)
+    """Distinct small worlds with a hard-verified success that contains the pattern."""
+    projects: list[str] = Field(default_factory=list)
+    """`family/project` of the supporting small worlds."""
+    level: str = "none"
+    """Weakest verification level among the supporters."""
+    experience_ids: list[str] = Field(default_factory=list)
+    """Supporting experiences (in the workspace named by `origin`, when imported)."""
+    origin: str | None = None
+    """Skill id this descriptor was exported from, when it came from elsewhere."""
+
+
+class SkillDescriptor(_Model):
+    """A skill as JSON: what another agent or workspace needs to import it (as a candidate)."""
+
+    format: Literal["lle-skill/1"] = "lle-skill/1"
+    """Descriptor format."""
+    id: str | None = None
+    """Carrier item id in the workspace that exported it."""
+    name: str = Field(pattern=NAME_PATTERN)
+    """Short name; the policy sees the skill as the tool `skill_<name>`."""
+    version: int = Field(default=1, ge=1)
+    """Version of this name; a newer active version supersedes the older."""
+    family: str
+    """Task family whose tools the calls use."""
+    kind: Literal["atomic", "composite"] = "atomic"
+    """Mined directly, or two atomic skills in a row."""
+    description: str = ""
+    """One line for the policy (regenerated from the calls, never taken from an import)."""
+    calls: list[SkillCall] = Field(min_length=1)
+    """The macro: tool calls in order."""
+    slots: list[SkillSlot] = Field(default_factory=list)
+    """Parameters of the skill tool."""
+    preconditions: list[str] = Field(default_factory=list)
+    """`observation:WORD`: what the observation showed before the first call, every time."""
+    postconditions: list[str] = Field(default_factory=list)
+    """`change:KIND:TARGET` and `observation:WORD`: what every occurrence produced."""
+    parts: list[str] = Field(default_factory=list)
+    """Keys of the atomic skills a composite is made of."""
+    key: str = ""
+    """Hash of family and calls: the same macro has the same key everywhere."""
+    evidence: SkillEvidence = Field(default_factory=lambda: SkillEvidence(support=0))
+    """Summary of the support it was mined from."""
+    expires_at: datetime | None = None
+    """After this moment the skill is no longer offered."""
+
+    @model_validator(mode="after")
+    def _slots_match(self) -> SkillDescriptor:
+        used = {s for c in self.calls for s in c.slots.values()}
+        declared = [s.name for s in self.slots]
+        if used != set(declared) or len(declared) != len(set(declared)):
+            raise ValueError(f"slots {sorted(declared)} do not match the slots the calls use {sorted(used)}")
+        for call in self.calls:
+            if set(call.args) & set(call.slots):
+                raise ValueError(f"{call.tool}: an argument is both a constant and a slot")
+        return self
+
+    def finished(self) -> SkillDescriptor:
+        """This descriptor with its key and description computed from its calls."""
+        return self.model_copy(update={"key": macro_key(self.family, self.calls), "description": describe(self)})
+
+
+def macro_key(family: str, calls: Sequence[SkillCall]) -> str:
+    body = canonical_json([family, [c.model_dump(mode="json") for c in calls]])
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def render_call(call: SkillCall) -> str:
+    parts = [f"{k}={canonical_json(v)}" for k, v in sorted(call.args.items())]
+    parts += [f"{k}=${s}" for k, s in sorted(call.slots.items())]
+    return f"{call.tool}({', '.join(parts)})"
+
+
+def describe(desc: SkillDescriptor) -> str:
+    macro = " -> ".join(render_call(c) for c in desc.calls)
+    when = [p.split(":", 1)[1] for p in desc.preconditions if p.startswith("observation:")][:4]
+    text = f"Runs {macro} as one action"
+    if when:
+        text += f"; fits when the observation mentions {', '.join(when)}"
+    return text + f" (seen in {desc.evidence.support} verified successes)."
+
+
+# --- traces -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Act:
+    """One call that really ran, with what was seen before and after it."""
+
+    tool: str
+    args: dict[str, JsonValue]
+    before: str | None
+    after: str
+    changes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The minable part of one experience: its segments of acts, and who it is."""
+
+    experience_id: str
+    small_world_id: str
+    project: str
+    segments: tuple[tuple[Act, ...], ...]
+
+
+def trace_of(exp: Experience, initial_observation: str | None = None) -> Trace:
+    segments: list[tuple[Act, ...]] = []
+    current: list[Act] = []
+    before = initial_observation
+    for step in exp.steps:
+        expanded = any(f.kind == SKILL_FEEDBACK and f.source == "runtime" for f in step.feedback)
+        ran = step.executed.allowed and step.executed.status in (ActionStatus.ok, ActionStatus.normalized)
+        if ran and not expanded and step.effect.error is None:
+            changes = tuple(sorted({f"{c.kind}:{c.target}" for c in step.effect.changes}))
+            current.append(Act(step.executed.tool, dict(step.executed.args), before, step.effect.observation, changes))
+        elif current:
+            segments.append(tuple(current))
+            current = []
+        before = step.effect.observation
+    if current:
+        segments.append(tuple(current))
+    sw = exp.small_world
+    return Trace(exp.id, sw.id, f"{sw.family}/{sw.project}", tuple(segments))
+
+
+# --- mining -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MiningConfig:
+    min_support: int = 3
+    """Distinct supporting small worlds a pattern needs (the skills gate decides for real)."""
+    min_projects: int = 2
+    min_len: int = 2
+    max_len: int = 3
+    """Longest atomic pattern; longer macros arise as composites of two atomic ones."""
+    max_categories: int = 3
+    """An argument with at most this many distinct values family-wide is part of a pattern's shape."""
+    max_skills: int = 12
+    """Most atomic skills kept per mining pass (best supported first)."""
+    window: int = 400
+    """The library mines the family's latest this many supporting experiences (bounds the cost per pass)."""
+    composites: bool = True
+
+
+@dataclass
+class Mined:
+    """A mined skill before it becomes a carrier item."""
+
+    descriptor: SkillDescriptor
+    experience_ids: list[str]
+    small_worlds: list[str]
+    parts: list[str] = field(default_factory=list)
+    places: list[tuple[Trace, int, int]] = field(default_factory=list)
+    """(trace, segment, start) of every occurrence."""
+
+
+Occurrence = tuple[Trace, tuple[Act, ...]]
+Atom = tuple[str, tuple[str, ...], tuple[tuple[str, tuple[str, object]], ...]]
+
+
+@functools.lru_cache(maxsize=8192)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"[a-z][a-z0-9_]+", text.lower()) if len(w) > 2 and w not in _STOPWORDS)
+
+
+def _norm(value: JsonValue) -> tuple[str, object]:
+    """A hashable stand-in for a JSON value (cheaper than canonical JSON for the usual scalars)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return type(value).__name__, value
+    return "json", canonical_json(value)
+
+
+def _json_type(value: JsonValue) -> Literal["string", "integer", "number", "boolean"] | None:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string" if isinstance(value, str) else None
+
+
+def _categorical(traces: Sequence[Trace], max_categories: int) -> set[tuple[str, str]]:
+    values: dict[tuple[str, str], set[tuple[str, object]]] = defaultdict(set)
+    for trace in traces:
+        for seg in trace.segments:
+            for act in seg:
+                for k, v in act.args.items():
+                    values[(act.tool, k)].add(_norm(v))
+    return {k for k, seen in values.items() if len(seen) <= max_categories}
+
+
+def _atom(act: Act, categorical: set[tuple[str, str]]) -> Atom:
+    names = tuple(sorted(act.args))
+    return act.tool, names, tuple((k, _norm(act.args[k])) for k in names if (act.tool, k) in categorical)
+
+
+def abstract(family: str, occurrences: Sequence[Occurrence], *, kind: Literal["atomic", "composite"] = "atomic",
+             parts: Sequence[str] = ()) -> Mined:
+    """The skill that covers every occurrence: constants, shared slots, pre- and postconditions."""
+    first = occurrences[0][1]
+    columns: dict[tuple[int, str], list[JsonValue]] = {}
+    for i, act in enumerate(first):
+        for k in sorted(act.args):
+            columns[(i, k)] = [acts[i].args[k] for _, acts in occurrences]
+    slot_of: dict[tuple[tuple[str, object], ...], str] = {}  # column of values -> slot name
+    slots: list[SkillSlot] = []
+    calls: list[SkillCall] = []
+    for i, act in enumerate(first):
+        consts: dict[str, JsonValue] = {}
+        slotted: dict[str, str] = {}
+        for k in sorted(act.args):
+            column = columns[(i, k)]
+            signature = tuple(_norm(v) for v in column)
+            if len(set(signature)) == 1:
+                consts[k] = column[0]
+                continue
+            if signature not in slot_of:
+                taken = {s.name for s in slots}
+                name = k if k not in taken else next(f"{k}_{n}" for n in range(2, 99) if f"{k}_{n}" not in taken)
+                slot_of[signature] = name
+                counts: dict[tuple[str, object], int] = defaultdict(int)
+                first_seen: dict[tuple[str, object], JsonValue] = {}
+                for norm, v in zip(signature, column, strict=True):
+                    counts[norm] += 1
+                    first_seen.setdefault(norm, v)
+                examples = [first_seen[c] for c in sorted(counts, key=lambda c: (-counts[c], repr(c)))[:5]]
+                types = {_json_type(v) for v in column}
+                slots.append(SkillSlot(name=name, type=types.pop() if len(types) == 1 else None, examples=examples))
+            slotted[k] = slot_of[signature]
+        calls.append(SkillCall(tool=act.tool, args=consts, slots=slotted))
+    befores = [_words(acts[0].before) for _, acts in occurrences if acts[0].before is not None]
+    pre = sorted(frozenset.intersection(*befores))[:8] if befores else []
+    changed = [set(c for a in acts for c in a.changes) for _, acts in occurrences]
+    common = set.intersection(*changed)
+    kinds = set.intersection(*[{c.split(":", 1)[0] for c in s} for s in changed])
+    post = [f"change:{c}" for c in sorted(common)]
+    post += [f"change:{k}:*" for k in sorted(kinds) if not any(c.startswith(k + ":") for c in common)]
+    post += [f"observation:{w}" for w in sorted(frozenset.intersection(*[_words(acts[-1].after)
+                                                                         for _, acts in occurrences]))[:6]]
+    traces = {t.experience_id: t for t, _ in occurrences}
+    worlds = sorted({t.small_world_id for t in traces.values()})
+    name = _name(calls)
+    desc = SkillDescriptor(
+        name=name, family=family, kind=kind, calls=calls, slots=slots, preconditions=[f"observation:{w}" for w in pre],
+        postconditions=post, parts=list(parts),
+        evidence=SkillEvidence(support=len(worlds), projects=sorted({t.project for t in traces.values()}),
+                               experience_ids=sorted(traces)),
+    ).finished()
+    return Mined(desc, sorted(traces), worlds, list(parts))
+
+
+def _name(calls: Sequence[SkillCall]) -> str:
+    words = []
+    for call in calls:
+        words.append(call.tool)
+        words += [re.sub(r"[^a-z0-9]+", "_", str(v).lower()).strip("_") for _, v in sorted(call.args.items())]
+    name = re.sub(r"_+", "_", "_".join(w for w in words if w)).strip("_")[:48].rstrip("_")
+    return name if re.match(NAME_PATTERN, name) else "s_" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def _projects(occurrences: Iterable[Occurrence]) -> int:
+    return len({t.project for t, _ in occurrences})
+
+
+def _worlds(occurrences: Iterable[Occurrence]) -> int:
+    return len({t.small_world_id for t, _ in occurrences})
+
+
+def mine(family: str, traces: Sequence[Trace], config: MiningConfig = MiningConfig()) -> list[Mined]:
+    """Atomic skills (and, with `config.composites`, composites of two) found in `traces`, best first."""
+    traces = sorted(traces, key=lambda t: t.experience_id)
+    categorical = _categorical(traces, config.max_categories)
+    groups: dict[tuple[Atom, ...], list[tuple[Trace, int, int, tuple[Act, ...]]]] = defaultdict(list)
+    for trace in traces:
+        for s, seg in enumerate(trace.segments):
+            atoms = [_atom(a, categorical) for a in seg]
+            for n in range(config.min_len, config.max_len + 1):
+                for start in range(len(seg) - n + 1):
+                    shape = tuple(atoms[start:start + n])
+                    if len({a[0] for a in shape}) >= 2:  # `go, go` is a walk, not a skill
+                        groups[shape].append((trace, s, start, seg[start:start + n]))
+    frequent = {shape: occ for shape, occ in groups.items()
+                if _worlds((t, a) for t, _, _, a in occ) >= config.min_support
+                and _projects((t, a) for t, _, _, a in occ) >= config.min_projects}
+    support = {shape: frozenset(o[0].experience_id for o in occ) for shape, occ in frequent.items()}
+    # Closed patterns only: one inside a longer pattern with the same support says nothing more.
+    subsumed = {inner for shape in frequent for inner in (shape[1:], shape[:-1])
+                if inner in frequent and support[inner] == support[shape]}
+    kept = sorted((s for s in frequent if s not in subsumed),
+                  key=lambda s: (-len(support[s]), -len(s), repr(s)))[:config.max_skills]
+    atomic = []
+    for shape in kept:
+        mined = abstract(family, [(t, acts) for t, _, _, acts in frequent[shape]])
+        mined.places = [(t, s, start) for t, s, start, _ in frequent[shape]]
+        atomic.append(mined)
+    if not config.composites:
+        return atomic
+    return atomic + composites(family, atomic, config)
+
+
+def match(calls: Sequence[SkillCall],
+          acts: Sequence[Act | tuple[str, dict[str, JsonValue]]]) -> dict[str, JsonValue] | None:
+    """The slot values under which `calls` are exactly `acts` (tool, constants, same args), or None."""
+    if len(acts) < len(calls):
+        return None
+    bound: dict[str, JsonValue] = {}
+    for call, act in zip(calls, acts, strict=False):
+        tool, args = (act.tool, act.args) if isinstance(act, Act) else act
+        if tool != call.tool or set(args) != set(call.args) | set(call.slots):
+            return None
+        if any(_norm(args[k]) != _norm(v) for k, v in call.args.items()):
+            return None
+        for k, slot in call.slots.items():
+            if slot in bound and _norm(bound[slot]) != _norm(args[k]):
+                return None
+            bound[slot] = args[k]
+    return bound
+
+
+def composites(family: str, atomic: Sequence[Mined], config: MiningConfig) -> list[Mined]:
+    """Pairs of atomic skills where the second starts right where the first ends, often enough."""
+    places = {m.descriptor.key: m.places for m in atomic}
+    known = {m.descriptor.key for m in atomic}
+    found: list[Mined] = []
+    for a in atomic:
+        ends = {(t.experience_id, s, start + len(a.descriptor.calls)) for t, s, start in places[a.descriptor.key]}
+        for b in atomic:
+            occ: list[Occurrence] = []
+            for t, s, start in places[b.descriptor.key]:
+                if (t.experience_id, s, start) in ends:
+                    begin = start - len(a.descriptor.calls)
+                    occ.append((t, t.segments[s][begin:start + len(b.descriptor.calls)]))
+            if _worlds(occ) >= config.min_support and _projects(occ) >= config.min_projects:
+                mined = abstract(family, occ, kind="composite", parts=[a.descriptor.key, b.descriptor.key])
+                if mined.descriptor.key not in known:
+                    known.add(mined.descriptor.key)
+                    found.append(mined)
+    return sorted(found, key=lambda m: (-len(m.small_worlds), m.descriptor.key))
+
+
+def used_skills(exp: Experience) -> list[str]:
+    """Ids of the skills `exp` called (from the runtime's `skill` feedback on the steps they expanded)."""
+    found = {str(f.content.get("skill")) for s in exp.steps for f in s.feedback
+             if f.source == "runtime" and f.kind == SKILL_FEEDBACK and isinstance(f.content, dict)}
+    return sorted(found)
+
+
+def offered_tools(context: Context) -> set[str]:
+    """Tool names in the context's action schema (one `anyOf` branch per tool)."""
+    branches = context.action_schema.get("anyOf")
+    names = set()
+    for branch in branches if isinstance(branches, list) else []:
+        props = branch.get("properties") if isinstance(branch, dict) else None
+        tool = props.get("tool") if isinstance(props, dict) else None
+        if isinstance(tool, dict) and isinstance(tool.get("const"), str):
+            names.add(str(tool["const"]))
+    return names
+
+
+class SkillAwarePolicy:
+    """Plays `plan`; where an offered skill fits the plan ahead, calls the skill instead (deterministic).
+
+    `trust="full"`: the skill's whole macro must be the next plan steps. `trust="first"`: only its first
+    call must be (like a model choosing a skill by its description); the plan then skips as many
+    steps as the macro has, whatever the macro did.
+    """
+
+    def __init__(self, plan: Sequence[ActionRequest], skills: Sequence[Skill], *,
+                 trust: Literal["full", "first"] = "full", name: str = "skill-aware") -> None:
+        self.plan, self.position, self.trust = list(plan), 0, trust
+        self.skills = sorted(skills, key=lambda s: (-len(s.descriptor.calls), s.name))
+        self.info = PolicyInfo(model=name, params={"trust": trust, "skills": [s.item_id for s in self.skills]})
+
+    def _bind(self, skill: Skill) -> dict[str, JsonValue] | None:
+        calls = skill.descriptor.calls
+        acts = [(a.tool, dict(a.args)) for a in self.plan[self.position:]]
+        if self.trust == "full":
+            return match(calls, acts)
+        if not acts or match(calls[:1], acts[:1]) is None:
+            return None
+        bound = {s.name: s.examples[0] if s.examples else "" for s in skill.descriptor.slots}
+        for call, (tool, args) in zip(calls, acts, strict=False):
+            if tool == call.tool:
+                bound.update({slot: args[k] for k, slot in call.slots.items() if k in args})
+        return bound
+
+    def act(self, context: Context) -> tuple[ActionRequest, LLMCall | None]:
+        offered = offered_tools(context)
+        for skill in self.skills:
+            if skill.spec.name in offered and (args := self._bind(skill)) is not None:
+                self.position += len(skill.descriptor.calls)
+                return ActionRequest(tool=skill.spec.name, args=args, thought=f"use skill {skill.name}"), None
+        if self.position >= len(self.plan):
+            raise InvalidInputError(f"the plan has {len(self.plan)} actions and none is left; end it with submit")
+        self.position += 1
+        return self.plan[self.position - 1], None

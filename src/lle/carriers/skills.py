@@ -1,0 +1,487 @@
+"""Skills: named macros of tool calls, mined from verified successes, offered only after replay.
+
+    observe(exp) ─ supports? ─ mine the family ─ skills gate ─ candidate (propose)
+    validate(skill, train small worlds, policy factory) ─ A/B replay ─ validated (admit) ─ active (activate)
+    observe(exp that used a skill) ─ monitor ─ regression ─ retired (retire, with the evidence)
+
+A skill is a carrier item (`CarrierKind.skills`) whose content is a `SkillDescriptor`; like a project
+rule, the item row never changes and its lifecycle is the sequence of update rows over it, checked
+against `TRANSITIONS` on every write. Lineage: `experience_ids` are the supporting experiences and a
+composite's `derived_from` its atomic skills, so revoking either revokes the skill. An active,
+unexpired skill is offered to the policy as the tool `skill_<name>` whose parameters are its slots;
+the harness expands a call into the macro's tool calls, each grounded and recorded as its own step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from pydantic import JsonValue, ValidationError
+
+from lle.carriers import skill_mining
+from lle.carriers.skill_mining import SKILL_FEEDBACK, MiningConfig, SkillDescriptor, Trace, trace_of, used_skills
+from lle.core import (
+    ActionRequest,
+    CarrierItem,
+    CarrierKind,
+    Experience,
+    GateResult,
+    Outcome,
+    Revocation,
+    Scope,
+    ScopeLevel,
+    SmallWorld,
+    Split,
+    ToolSpec,
+    Update,
+    UpdateOp,
+    VerificationLevel,
+    utcnow,
+)
+from lle.errors import InvalidInputError, UnknownIdError
+from lle.evidence import assess_experience
+from lle.router import gates
+from lle.router.lineage import admit_item, denylist, revoke
+from lle.runtime.harness import run_episode
+from lle.runtime.parallel import PolicyFactory
+from lle.store import Store
+from lle.store.episodes import get_episode
+
+
+class SkillState(StrEnum):
+    candidate = "candidate"
+    validated = "validated"
+    active = "active"
+    retired = "retired"
+    superseded = "superseded"
+    rejected = "rejected"
+    revoked = "revoked"
+
+
+OP_STATE = {UpdateOp.propose: SkillState.candidate, UpdateOp.admit: SkillState.validated,
+            UpdateOp.activate: SkillState.active, UpdateOp.retire: SkillState.retired,
+            UpdateOp.supersede: SkillState.superseded, UpdateOp.reject: SkillState.rejected,
+            UpdateOp.revoke: SkillState.revoked}
+TRANSITIONS: dict[SkillState, frozenset[SkillState]] = {
+    # candidate -> candidate records more support, or a replay too small to decide.
+    SkillState.candidate: frozenset({SkillState.candidate, SkillState.validated, SkillState.rejected,
+                                     SkillState.retired, SkillState.superseded, SkillState.revoked}),
+    SkillState.validated: frozenset({SkillState.active, SkillState.retired, SkillState.superseded,
+                                     SkillState.revoked}),
+    SkillState.active: frozenset({SkillState.retired, SkillState.superseded, SkillState.revoked}),
+    SkillState.retired: frozenset(), SkillState.superseded: frozenset(), SkillState.rejected: frozenset(),
+    SkillState.revoked: frozenset(),
+}
+
+
+class SkillTransitionError(InvalidInputError):
+    """A lifecycle step the skill's current state does not allow (e.g. candidate -> active without replay)."""
+
+
+def next_state(current: SkillState, op: UpdateOp, skill: str = "skill") -> SkillState:
+    """The state `op` leads to from `current`; raises `SkillTransitionError` when it is not allowed."""
+    target = OP_STATE[op]
+    if target not in TRANSITIONS[current]:
+        allowed = ", ".join(sorted(TRANSITIONS[current])) or "nothing (it has ended)"
+        raise SkillTransitionError(f"{skill} is {current}: it cannot become {target} (allowed: {allowed})")
+    return target
+
+
+_EXAMPLE = re.compile(r"^[\w .:/-]{1,32}$")
+
+
+@dataclass(frozen=True)
+class Skill:
+    """One skill item with its descriptor and current state; the harness's `SkillTool`."""
+
+    item: CarrierItem
+    descriptor: SkillDescriptor
+    state: SkillState
+
+    @property
+    def item_id(self) -> str:
+        return self.item.id
+
+    @property
+    def name(self) -> str:
+        return self.descriptor.name
+
+    @property
+    def spec(self) -> ToolSpec:
+        props: dict[str, JsonValue] = {}
+        for slot in self.descriptor.slots:
+            schema: dict[str, JsonValue] = {"type": slot.type} if slot.type else {}
+            shown = [str(v) for v in slot.examples if _EXAMPLE.match(str(v))]
+            if shown:
+                schema["description"] = "e.g. " + ", ".join(shown[:3])
+            props[slot.name] = schema
+        params: dict[str, JsonValue] = {"type": "object", "properties": props,
+                                        "required": [s.name for s in self.descriptor.slots],
+                                        "additionalProperties": False}
+        return ToolSpec(name=f"skill_{self.name}", description=self.descriptor.description, parameters=params)
+
+    def expand(self, args: Mapping[str, JsonValue]) -> list[ActionRequest]:
+        """The macro's tool calls with the slots filled from `args` (already checked against `spec`)."""
+        calls = self.descriptor.calls
+        return [ActionRequest(tool=c.tool, args={**c.args, **{k: args[s] for k, s in c.slots.items()}},
+                              thought=f"skill {self.name} v{self.descriptor.version}, call {i} of {len(calls)}")
+                for i, c in enumerate(calls, 1)]
+
+    def expired(self, now: datetime | None = None) -> bool:
+        return self.descriptor.expires_at is not None and self.descriptor.expires_at <= (now or utcnow())
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One small world of a validation A/B: the episode without the skill and the one offered it."""
+
+    small_world: str
+    without: str
+    with_skill: str
+    passed_without: bool
+    passed_with: bool
+    used: bool
+
+
+@dataclass(frozen=True)
+class Validation:
+    skill: str
+    pairs: list[Pair]
+    gate: GateResult
+    state: SkillState
+    updates: list[Update]
+
+
+class SkillLibrary:
+    """The skills carrier over the store's ledger (implements the core `Carrier` protocol)."""
+
+    kind = CarrierKind.skills
+
+    def __init__(self, store: Store, config: gates.GateConfig = gates.DEFAULT, actor: str = "router", *,
+                 mining: MiningConfig | None = None, ttl: timedelta | None = None) -> None:
+        self.store, self.config, self.actor, self.ttl = store, config, actor, ttl
+        self.mining = mining or MiningConfig(min_support=config.skills_min_support,
+                                             min_projects=config.skills_min_projects)
+        # The ledger is append-only and experiences never change: what was read once is cached
+        # (traces, step-less records, items, and updates up to the last rowid seen).
+        self._traces: dict[str, Trace] = {}
+        self._records: dict[str, Experience] = {}
+        self._items: dict[str, tuple[CarrierItem, SkillDescriptor]] = {}
+        self._updates: dict[str, list[Update]] = defaultdict(list)
+        self._last_rowid = self._last_item_rowid = 0
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def _history(self) -> dict[str, list[Update]]:
+        # rowid, not id order: ids made in the same millisecond do not sort by time.
+        for rowid, body in self.store.conn.execute(
+                "SELECT rowid, body FROM updates WHERE carrier=? AND rowid>? ORDER BY rowid",
+                (CarrierKind.skills.value, self._last_rowid)):
+            update = Update.model_validate(self.store.decode(body))
+            if update.item_id:
+                self._updates[update.item_id].append(update)
+            self._last_rowid = rowid
+        return self._updates
+
+    def _all_items(self) -> list[tuple[CarrierItem, SkillDescriptor]]:
+        for rowid, body in self.store.conn.execute(
+                "SELECT rowid, body FROM carrier_items WHERE carrier=? AND rowid>? ORDER BY rowid",
+                (CarrierKind.skills.value, self._last_item_rowid)):
+            item = CarrierItem.model_validate(self.store.decode(body))
+            self._items[item.id] = (item, SkillDescriptor.model_validate(item.content))
+            self._last_item_rowid = rowid
+        return list(self._items.values())
+
+    def skills(self, family: str | None = None) -> list[Skill]:
+        """Every skill with its state, oldest first."""
+        denied, history = denylist(self.store), self._history()
+        out = []
+        for item, descriptor in self._all_items():
+            if family is not None and item.scope.family != family:
+                continue
+            state = SkillState.candidate
+            for update in history.get(item.id, []):
+                target = OP_STATE[update.op]
+                state = target if target in TRANSITIONS[state] else state
+            if denied.blocks_item(item):
+                state = SkillState.revoked
+            out.append(Skill(item, descriptor, state))
+        return out
+
+    def get(self, ref: str) -> Skill:
+        """A skill by item id, or by name (`take_key_go` or `skill_take_key_go`: its latest version)."""
+        name = ref.removeprefix("skill_")
+        found = [s for s in self.skills() if s.item_id == ref or s.name == name]
+        if not found:
+            raise UnknownIdError("skill", ref, "list skills with `lle skills list`")
+        return max(found, key=lambda s: (s.item_id == ref, s.descriptor.version, s.item.created_at))
+
+    def offered(self, small_world: SmallWorld, *, now: datetime | None = None) -> list[Skill]:
+        """Active, unexpired skills of the small world's family whose tools it allows (the harness offers these)."""
+        return [s for s in self.skills(small_world.family) if s.state is SkillState.active and not s.expired(now)
+                and all(c.tool in small_world.tools for c in s.descriptor.calls)]
+
+    def retrieve(self, query: str, scope: Scope, k: int = 5) -> list[CarrierItem]:
+        """Carrier protocol: active, unexpired skills of the scope's family (best supported first)."""
+        found = [s for s in self.skills(scope.family) if s.state is SkillState.active and not s.expired()]
+        found.sort(key=lambda s: (-s.descriptor.evidence.support, s.name))
+        return [s.item for s in found[:k]]
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    def transition(self, ref: str | Skill, op: UpdateOp, *, gate: GateResult | None = None,
+                   experience_ids: Sequence[str] = (), evidence_ids: Sequence[str] = (),
+                   actor: str | None = None) -> Update:
+        """Append one lifecycle update after checking that the skill's state allows it."""
+        skill = self.get(ref) if isinstance(ref, str) else ref
+        next_state(skill.state, op, f"skill {skill.name} v{skill.descriptor.version} ({skill.item_id})")
+        update = Update(carrier=CarrierKind.skills, op=op, item_id=skill.item_id, scope=skill.item.scope,
+                        experience_ids=list(experience_ids), evidence_ids=list(evidence_ids), gate=gate,
+                        actor=actor or self.actor)
+        self.store.append_update(update)
+        return update
+
+    def retire(self, ref: str, reason: str, actor: str) -> Update:
+        if not reason.strip():
+            raise InvalidInputError("the reason is empty; say why the skill is retired (it is kept in the ledger)")
+        return self.transition(ref, UpdateOp.retire, actor=actor,
+                                gate=GateResult(name="manual", passed=False, reasons=[reason]))
+
+    def activate(self, ref: str, gate: GateResult, experience_ids: Sequence[str] = (),
+                 actor: str | None = None) -> list[Update]:
+        """Make a validated skill active; older versions of its name that were in use are superseded."""
+        skill = self.get(ref)
+        next_state(skill.state, UpdateOp.activate, f"skill {skill.name} ({skill.item_id})")
+        updates = []
+        for old in self.skills(skill.descriptor.family):
+            if old.name == skill.name and old.descriptor.version < skill.descriptor.version and old.state in (
+                    SkillState.candidate, SkillState.validated, SkillState.active):
+                why = GateResult(name="skills_version", passed=False,
+                                 reasons=[f"superseded by v{skill.descriptor.version} ({skill.item_id})"])
+                updates.append(self.transition(old.item_id, UpdateOp.supersede, gate=why, actor=actor))
+        updates.append(self.transition(skill.item_id, UpdateOp.activate, gate=gate, experience_ids=experience_ids,
+                                       actor=actor))
+        return updates
+
+    def _next_version(self, family: str, name: str) -> int:
+        return 1 + max((s.descriptor.version for s in self.skills(family) if s.name == name), default=0)
+
+    # --- the router's entry point: support, mining, monitoring ------------------------------------------
+
+    def observe(self, exp: Experience) -> list[Update]:
+        """What `exp` says about skills: a regression of skills it used; support for new or candidate skills.
+
+        The router calls this for each assessed train experience, after it is stored.
+        """
+        if gates.held_out(exp) is not None:
+            return []  # evaluation episodes never write to carriers, not even a retirement
+        updates = [u for i in used_skills(exp) if self.store.kind_of(i) is not None for u in self.monitor(i)]
+        if self._supports(exp) and self.store.kind_of(exp.id) is not None:
+            updates += self.mine(exp.small_world.family, new=exp.id)
+        return updates
+
+    def _supports(self, exp: Experience) -> bool:
+        return (exp.outcome is Outcome.passed and exp.verification.rank >= self.config.skills_min_level.rank
+                and denylist(self.store).blocks_experience(exp) is None)
+
+    def _family_traces(self, family: str) -> dict[str, Trace]:
+        """Traces of the family's latest `mining.window` supporting experiences that are not revoked."""
+        levels = [v.value for v in VerificationLevel if v.rank >= self.config.skills_min_level.rank]
+        rows = self.store.conn.execute(
+            f"SELECT id FROM experiences WHERE family=? AND split=? AND outcome=? AND verification IN "
+            f"({','.join('?' * len(levels))}) ORDER BY rowid DESC LIMIT ?",
+            (family, Split.train.value, Outcome.passed.value, *levels, self.mining.window))
+        denied = denylist(self.store)
+        out = {}
+        for (exp_id,) in rows:
+            if exp_id in denied.ids:
+                continue
+            if exp_id not in self._traces:
+                exp = self.store.get_experience(exp_id)
+                try:
+                    initial: str | None = get_episode(self.store, exp_id).initial_observation
+                except UnknownIdError:
+                    initial = None  # imported experiences have no episode row
+                self._traces[exp_id] = trace_of(exp, initial)
+                self._records[exp_id] = exp.model_copy(update={"steps": []})
+            if denied.sources and denied.blocks_experience(self._records[exp_id]):
+                continue
+            out[exp_id] = self._traces[exp_id]
+        return out
+
+    def mine(self, family: str, *, new: str | None = None) -> list[Update]:
+        """Mine the family's supporting experiences; propose what passes the skills gate and is not known yet.
+
+        `new`: the experience that triggered this pass; a candidate it supports records it (`propose`).
+        """
+        traces, history = self._family_traces(family), self._history()
+        known = {s.descriptor.key: s for s in self.skills(family) if s.state is not SkillState.revoked}
+        item_of = {key: s.item_id for key, s in known.items()}
+        updates: list[Update] = []
+        for mined in skill_mining.mine(family, list(traces.values()), self.mining):
+            desc = mined.descriptor
+            existing = known.get(desc.key)
+            if existing is not None:
+                supported = {*existing.item.experience_ids, *(e for u in history.get(existing.item_id, [])
+                                                               if u.op is UpdateOp.propose for e in u.experience_ids)}
+                if new in mined.experience_ids and existing.state is SkillState.candidate and new not in supported:
+                    support = GateResult(name="skills_support", passed=True, reasons=[f"{new} ran the macro too"])
+                    updates.append(self.transition(existing, UpdateOp.propose, gate=support,
+                                                   experience_ids=[new], evidence_ids=self._hard_evidence([new])))
+                continue
+            derived = [item_of[p] for p in mined.parts if p in item_of]
+            if len(derived) < len(mined.parts):
+                continue  # a part did not become a skill: neither does the composite
+            supporters = [self._records[i] for i in mined.experience_ids]
+            gate = gates.skills_gate(supporters, config=self.config)
+            if not gate.passed:
+                continue
+            weakest = min((e.verification for e in supporters), key=lambda v: v.rank)
+            desc = desc.model_copy(update={
+                "version": self._next_version(family, desc.name),
+                "expires_at": utcnow() + self.ttl if self.ttl else None,
+                "evidence": desc.evidence.model_copy(update={"level": weakest.value})})
+            evidence_ids = self._hard_evidence(mined.experience_ids)
+            item = CarrierItem(carrier=CarrierKind.skills, scope=Scope(level=ScopeLevel.family, family=family),
+                               content=desc.model_dump(mode="json"), experience_ids=list(mined.experience_ids),
+                               evidence_ids=evidence_ids, derived_from=derived)
+            update = Update(carrier=CarrierKind.skills, op=UpdateOp.propose, item_id=item.id, scope=item.scope,
+                            experience_ids=list(mined.experience_ids), evidence_ids=evidence_ids, gate=gate,
+                            actor=self.actor)
+            admit_item(self.store, item, update)
+            item_of[desc.key] = item.id
+            updates.append(update)
+        return updates
+
+    def _hard_evidence(self, experience_ids: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for exp_id in experience_ids:
+            out += [str(r[0]) for r in self.store.conn.execute(
+                "SELECT id FROM evidence WHERE experience_id=? AND strength='hard' AND outcome!='unknown'"
+                " ORDER BY rowid", (exp_id,))]
+        return out
+
+    def uses(self, item_id: str) -> list[tuple[str, Outcome]]:
+        """(experience id, outcome) of every stored, unrevoked experience that called the skill."""
+        rows = self.store.conn.execute(
+            "SELECT DISTINCT s.experience_id, e.outcome FROM steps s JOIN experiences e ON e.id = s.experience_id"
+            " WHERE instr(s.body, ?) > 0 AND EXISTS (SELECT 1 FROM json_each(s.body, '$.feedback') f"
+            " WHERE json_extract(f.value, '$.kind') = ? AND json_extract(f.value, '$.content.skill') = ?)"
+            " ORDER BY s.experience_id", (item_id, SKILL_FEEDBACK, item_id))
+        denied = denylist(self.store)
+        return [(str(i), Outcome(o)) for i, o in rows if i not in denied.ids]
+
+    def monitor(self, ref: str | None = None) -> list[Update]:
+        """Retire active skills whose success in use fell too far below their validation baseline."""
+        updates = []
+        for skill in [self.get(ref)] if ref else self.skills():
+            if skill.state is not SkillState.active:
+                continue
+            replayed = {e for u in self._history()[skill.item_id] if u.op in (UpdateOp.admit, UpdateOp.activate)
+                        for e in u.experience_ids}
+            uses = [(i, o) for i, o in self.uses(skill.item_id) if o is not Outcome.unknown]
+            base = [o for i, o in uses if i in replayed]
+            after = [(i, o) for i, o in uses if i not in replayed]
+            if not base:
+                continue  # activated without a replay that used it: nothing to compare with
+            baseline = sum(o is Outcome.passed for o in base) / len(base)
+            gate = gates.skills_monitor_gate(len(after), sum(o is Outcome.passed for _, o in after), baseline,
+                                             config=self.config)
+            if not gate.passed:
+                ids = [i for i, _ in after]
+                updates.append(self.transition(skill.item_id, UpdateOp.retire, gate=gate, experience_ids=ids,
+                                               evidence_ids=self._hard_evidence(ids), actor="monitor"))
+        return updates
+
+    # --- validation: A/B replay on train small worlds ------------------------------------------------
+
+    def validate(self, ref: str, small_worlds: Sequence[SmallWorld], policy_factory: PolicyFactory, *,
+                 activate: bool = True, actor: str | None = None,
+                 assess: Callable[[Experience], Experience] = assess_experience) -> Validation:
+        """Replay a candidate: each small world without the skill and with it offered, same policy factory.
+
+        Every episode is real (harness, grounding, verifiers) and stored. A non-negative effect over
+        at least `skills_min_pairs` pairs whose skill arm used it validates (and, with `activate`,
+        activates) it; a regression over that many rejects it; anything less leaves it a candidate.
+        """
+        skill = self.get(ref)
+        next_state(skill.state, UpdateOp.admit, f"skill {skill.name} ({skill.item_id})")
+        held = [sw.id for sw in small_worlds if sw.split is not Split.train]
+        if held or not small_worlds:
+            raise InvalidInputError(f"validate a skill on train small worlds only (got {held or 'none'}); dev and "
+                                    "test are for evaluation")
+        pairs = []
+        for sw in small_worlds:
+            without = run_episode(sw, policy_factory(sw), store=self.store, assess=assess)
+            with_skill = run_episode(sw, policy_factory(sw), store=self.store, assess=assess, skills=[skill])
+            pairs.append(Pair(sw.id, without.id, with_skill.id, without.outcome is Outcome.passed,
+                              with_skill.outcome is Outcome.passed, skill.item_id in used_skills(with_skill)))
+        used = sum(p.used for p in pairs)
+        wins, base = sum(p.passed_with for p in pairs), sum(p.passed_without for p in pairs)
+        gate = gates.skills_replay_gate(len(pairs), used, wins, base, config=self.config)
+        ids = [i for p in pairs for i in (p.without, p.with_skill)]
+        regressed = (wins - base) / len(pairs) < -self.config.skills_max_regression
+        op = UpdateOp.admit if gate.passed else (
+            UpdateOp.reject if regressed and used >= self.config.skills_min_pairs else UpdateOp.propose)
+        updates = [self.transition(skill.item_id, op, gate=gate, experience_ids=ids,
+                                   evidence_ids=self._hard_evidence(ids), actor=actor)]
+        if op is UpdateOp.admit and activate:
+            updates += self.activate(skill.item_id, gate, ids, actor)
+        return Validation(skill.item_id, pairs, gate, self.get(skill.item_id).state, updates)
+
+    # --- exchange: descriptors as JSON ----------------------------------------------------------------
+
+    def export(self, ref: str) -> dict[str, Any]:
+        """The skill's descriptor as JSON (id, version, slots, pre/postconditions, evidence summary)."""
+        skill = self.get(ref)
+        return skill.descriptor.model_copy(update={"id": skill.item_id}).model_dump(mode="json")
+
+    def import_descriptor(self, document: str | Mapping[str, Any], *, actor: str) -> Skill:
+        """Add a descriptor from elsewhere as a candidate: it must validate here before it is offered.
+
+        Its description is rebuilt from its calls (imported text never reaches the policy as written)
+        and its supporting experiences stay in the summary only: lineage here starts empty.
+        """
+        try:
+            parsed = (SkillDescriptor.model_validate_json(document) if isinstance(document, str)
+                      else SkillDescriptor.model_validate(dict(document)))
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = "/".join(str(p) for p in first["loc"]) or "descriptor"
+            raise InvalidInputError(f"not a skill descriptor at {where}: {first['msg']}; export one with "
+                                    "`lle skills export`") from err
+        desc = parsed.model_copy(update={
+            "id": None, "version": self._next_version(parsed.family, parsed.name),
+            "evidence": parsed.evidence.model_copy(update={"origin": parsed.id or parsed.evidence.origin}),
+        }).finished()
+        for other in self.skills(parsed.family):
+            if other.descriptor.key == desc.key and other.state in (
+                    SkillState.candidate, SkillState.validated, SkillState.active):
+                raise InvalidInputError(f"this skill is already here as {other.item_id} ({other.state}); "
+                                        "nothing imported")
+        gate = GateResult(name="skills_import", passed=True,
+                          reasons=[f"imported from {desc.evidence.origin or 'elsewhere'}: a candidate until "
+                                   "it validates here"])
+        item = CarrierItem(carrier=CarrierKind.skills, scope=Scope(level=ScopeLevel.family, family=desc.family),
+                           content=desc.model_dump(mode="json"))
+        admit_item(self.store, item, Update(carrier=CarrierKind.skills, op=UpdateOp.propose, item_id=item.id,
+                                            scope=item.scope, gate=gate, actor=actor))
+        return self.get(item.id)
+
+    # --- carrier protocol ---------------------------------------------------------------------------------
+
+    def admit(self, item: CarrierItem, update: Update) -> None:
+        """Write a candidate whose gate already passed (`observe`/`mine` and `import_descriptor` are the usual ways)."""
+        if update.op is not UpdateOp.propose or not update.gate or not update.gate.passed or update.item_id != item.id:
+            raise InvalidInputError(f"skill {item.id} enters as a candidate: a propose update whose gate passed")
+        SkillDescriptor.model_validate(item.content)
+        admit_item(self.store, item, update)
+
+    def revoke(self, item_id: str, revocation: Revocation) -> None:
+        revoke(self.store, item_id, revocation.reason, revocation.author)
