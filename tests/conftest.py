@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from factories import build_experience
 
+from factories import build_experience
 from lle.core import Experience
 from lle.store import Store
 

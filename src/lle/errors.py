@@ -67,4 +67,6 @@ class WorldError(LleError):
 
 
 class EpisodeError(LleError):
-    """Episodes could not run to their end (world would not build, replay diverged, worker died); they stay resumable."""
+    """Episodes could not run to their end (world would not build, replay diverged, worker died).
+
+    They stay resumable."""

@@ -62,7 +62,8 @@ class UpdateRouter:
     def _to_memory(self, exp: Experience) -> list[Update]:
         item = memory_item_from(exp)
         text = str(item.content)
-        gate = gates.memory_gate(exp, contamination_hit=self.contamination.check(text),
+        # The small world lets the index tell a reworded held-out task from a train task worded alike.
+        gate = gates.memory_gate(exp, contamination_hit=self.contamination.check(text, source=exp.small_world),
                                  secrets_left=len(hygiene.redact(text)[1]), config=self.config)
         if not gate.passed:
             return [self._reject(CarrierKind.memory, exp, gate, item.scope)]
@@ -74,5 +75,5 @@ class UpdateRouter:
     def _to_rules(self, exp: Experience) -> list[Update]:
         lessons = lessons_from(exp)
         untrusted = any(hygiene.carries_untrusted_instruction(t) for t in lessons)
-        hits = [hit for t in lessons if (hit := self.contamination.check(t))]
+        hits = [hit for t in lessons if (hit := self.contamination.check(t, source=exp.small_world))]
         return self.rules.observe(exp, untrusted_text=untrusted, contamination_hit=hits[0] if hits else None)
