@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import defaultdict
 
 from pydantic import JsonValue
 
@@ -31,11 +30,11 @@ from lle.core import (
 )
 from lle.errors import InvalidInputError
 from lle.router import gates
-from lle.router.lineage import admit_item, denylist, revoke
+from lle.router.lineage import admit_item, denylist, item_states, revoke, update_history
 from lle.store import Store
 
-ACTIVE_OPS = {UpdateOp.admit, UpdateOp.activate}
-ENDED_OPS = {UpdateOp.supersede, UpdateOp.retire, UpdateOp.revoke}
+STATES = {UpdateOp.admit: "active", UpdateOp.activate: "active", UpdateOp.supersede: "superseded",
+          UpdateOp.retire: "retired", UpdateOp.revoke: "revoked"}
 
 
 def rule_key(text: str) -> str:
@@ -75,27 +74,11 @@ class RuleBook:
     # --- reading ---------------------------------------------------------------------------------
 
     def _history(self) -> dict[str, list[Update]]:
-        history: dict[str, list[Update]] = defaultdict(list)
-        for update in self.store.list_updates(limit=1_000_000, carrier=CarrierKind.rules.value):
-            if update.item_id:
-                history[update.item_id].append(update)
-        return history
+        return update_history(self.store, CarrierKind.rules.value)
 
     def items(self) -> dict[str, tuple[CarrierItem, str]]:
         """Every rule item with its state: candidate, active, superseded, retired, revoked."""
-        denied = denylist(self.store)
-        history = self._history()
-        out = {}
-        for item in self.store.carrier_items(CarrierKind.rules.value):
-            ops = [u.op for u in history.get(item.id, [])]
-            state = "candidate"
-            for op in ops:
-                state = {UpdateOp.admit: "active", UpdateOp.activate: "active", UpdateOp.supersede: "superseded",
-                         UpdateOp.retire: "retired", UpdateOp.revoke: "revoked"}.get(op, state)
-            if denied.blocks_item(item):
-                state = "revoked"
-            out[item.id] = (item, state)
-        return out
+        return item_states(self.store, CarrierKind.rules.value, STATES)
 
     def retrieve(self, query: str, scope: Scope, k: int = 5) -> list[CarrierItem]:
         """Active rules of the scope's project (rules are few per project: all of them, up to k)."""

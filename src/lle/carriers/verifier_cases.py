@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,7 +47,7 @@ from lle.core import (
 from lle.errors import InvalidInputError, UnknownIdError
 from lle.evidence import verifiers
 from lle.router import gates
-from lle.router.lineage import admit_item, denylist, revoke
+from lle.router.lineage import admit_item, denylist, item_states, revoke
 from lle.router.pii import redact
 from lle.store import Store
 
@@ -148,24 +147,9 @@ class VerifierCases:
 
     # --- reading ---------------------------------------------------------------------------------
 
-    def _history(self) -> dict[str, list[Update]]:
-        history: dict[str, list[Update]] = defaultdict(list)
-        for update in self.store.list_updates(limit=1_000_000, carrier=self.kind.value):
-            if update.item_id:
-                history[update.item_id].append(update)
-        return history
-
     def items(self) -> dict[str, tuple[CarrierItem, str]]:
         """Every case with its state: candidate, active, rejected, retired or revoked."""
-        denied = denylist(self.store)
-        history = self._history()
-        out = {}
-        for item in self.store.carrier_items(self.kind.value):
-            state = "candidate"
-            for update in history.get(item.id, []):
-                state = STATES.get(update.op, state)
-            out[item.id] = (item, "revoked" if denied.blocks_item(item) else state)
-        return out
+        return item_states(self.store, self.kind.value, STATES)
 
     def get(self, item_id: str) -> tuple[CarrierItem, str]:
         found = self.items().get(item_id)

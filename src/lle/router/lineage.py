@@ -15,11 +15,12 @@ blocked when its source is — so a revoked source can never be re-admitted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from lle.core import CarrierItem, Experience, Revocation, Update
+from lle.core import CarrierItem, Experience, Revocation, Update, UpdateOp
 from lle.errors import InvalidInputError, UnknownIdError
 from lle.store import Store
 
@@ -199,3 +200,27 @@ def active_items(store: Store, carrier: str | None = None) -> list[CarrierItem]:
     """The active view: every stored item of `carrier` that the denylist does not block."""
     denied = denylist(store)
     return [item for item in store.carrier_items(carrier) if denied.blocks_item(item) is None]
+
+
+def update_history(store: Store, carrier: str) -> dict[str, list[Update]]:
+    """Every update of `carrier`, per item, in the order written."""
+    history: dict[str, list[Update]] = defaultdict(list)
+    for update in store.list_updates(limit=10_000_000, carrier=carrier):
+        if update.item_id:
+            history[update.item_id].append(update)
+    return history
+
+
+def item_states(store: Store, carrier: str, states: Mapping[UpdateOp, str],
+                history: Mapping[str, list[Update]] | None = None) -> dict[str, tuple[CarrierItem, str]]:
+    """Each item of `carrier` with its lifecycle state: `candidate` until an update whose op is in
+    `states` moves it; `revoked` whenever the denylist blocks it (the ledger minus revocations)."""
+    denied = denylist(store)
+    history = update_history(store, carrier) if history is None else history
+    out = {}
+    for item in store.carrier_items(carrier):
+        state = "candidate"
+        for update in history.get(item.id, []):
+            state = states.get(update.op, state)
+        out[item.id] = (item, "revoked" if denied.blocks_item(item) else state)
+    return out
