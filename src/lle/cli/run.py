@@ -17,8 +17,9 @@ runs_app = typer.Typer(help="Flywheel runs.", no_args_is_help=True)
 
 
 def _print_table(rows: list[dict[str, object]]) -> None:
-    out = Table("world", "strategy", "round 0", "last round", "95% CI", "steps/solved", "tokens/solved",
-                title="Held-out success (dev small worlds)")
+    out = Table(title="Held-out success (dev small worlds)")
+    for name in ("world", "strategy", "round 0", "last round", "95% CI", "steps/solved", "tokens/solved"):
+        out.add_column(name, overflow="fold")  # never cut a world id to "code/hum…" on a narrow terminal
     for row in rows:
         ci = row["ci95"]
         out.add_row(str(row["world"]), str(row["strategy"]), str(row["round0"]), str(row["last"]),
