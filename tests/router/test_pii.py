@@ -273,7 +273,7 @@ ORDINARY = [
     "EXPLAIN QUERY PLAN: SCAN orders USING INDEX idx_orders_created_at (created_at>?) rows=1250 cost=35.2",
     # numbers, times, versions, paths
     "epoch 1700000000000 took 0:01:23.456 at 2024-05-01T10:30:00Z; version 2.4.6; port 8080; pid 31337",
-    "/work/main/.venv/lib/python3.11/site-packages/pydantic/main.py:1234 x86_64-linux-gnu 127.0.0.1:8000",
+    "/srv/app/.venv/lib/python3.11/site-packages/pydantic/main.py:1234 x86_64-linux-gnu 127.0.0.1:8000",
     "weights: [0.125, -3.75, 1e-06, 42, 1024, 65536, 4294967296, 18446744073709551615]",
 ]
 
