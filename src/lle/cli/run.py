@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -31,6 +33,7 @@ def _print_table(rows: list[dict[str, object]]) -> None:
 def run(
     suite: str = typer.Option("starter", "--suite", help="starter (code, SQL, math, a text game) or toy."),
     model: str = typer.Option("smollm2-135m", "--model", help="Catalog name, PATH.gguf, openai:NAME, or oracle."),
+    base_url: str | None = typer.Option(None, "--base-url", help="Server of an openai:NAME model (or LLE_BASE_URL)."),
     strategy: str = typer.Option("lle", "--strategy", help=f"One of {', '.join(STRATEGIES)}."),
     compare: bool = typer.Option(False, "--compare", help="Run none, raw and lle side by side."),
     rounds: int = typer.Option(2, "--rounds", min=1),
@@ -45,6 +48,8 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="No progress display; print the summary as JSON."),
 ) -> None:
     """Run the flywheel: rounds of experience, each evaluated on held-out tasks; then the report."""
+    if base_url:
+        os.environ["LLE_BASE_URL"] = base_url  # read by the OpenAI policy in every worker
     if resume:
         config = loop.load_config(resume, settings.workspace)
     else:
