@@ -20,11 +20,12 @@ from typing import Any, Protocol, runtime_checkable
 import jsonschema
 from pydantic import JsonValue
 
-from lle.core import ActionRequest, SmallWorld, Split, ToolSpec, World, WorldStep, canonical_json
+from lle.core import ActionRequest, Outcome, SmallWorld, Split, ToolSpec, World, WorldStep, canonical_json
 from lle.errors import InvalidInputError, RegistryError, WorldError
 from lle.runtime.tools import action_schema
 
 __all__ = [
+    "AnchorResult",
     "BaseWorld",
     "CheckReport",
     "SmallWorld",
@@ -145,6 +146,30 @@ def open_world(small_world: SmallWorld, **options: Any) -> ToolWorld:
     wrapper = options.pop("wrapper", None)
     world = open_family(small_world.world, **options).make_world(small_world)
     return registry.make(wrapper, world=world, small_world=small_world) if wrapper else world
+
+
+@dataclass(frozen=True)
+class AnchorResult:
+    """What a world's anchor found. Holds no gold: `info()` may be shown to the agent.
+
+    Worlds subclass it only to set their `anchor` kind and `checker` name.
+    """
+
+    outcome: Outcome
+    reason: str
+    detail: dict[str, JsonValue] = field(default_factory=dict)
+    anchor: str = "state"
+    checker: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is Outcome.passed
+
+    def info(self) -> dict[str, JsonValue]:
+        """The world's step info: `success` is None when the anchor could not decide (never rounded up)."""
+        success = None if self.outcome is Outcome.unknown else self.passed
+        return {"success": success, "anchor": self.anchor, "outcome": self.outcome.value,
+                "detail": {"checker": self.checker, "reason": self.reason, **self.detail}}
 
 
 # --- conformance ------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from math_verify import parse
@@ -21,6 +21,7 @@ from pydantic import JsonValue
 
 from lle.core import Outcome, SmallWorld
 from lle.errors import WorldError
+from lle.worlds import base
 from lle.worlds.math.items import dataset, entry
 
 ANCHOR = "symbolic"
@@ -34,23 +35,9 @@ LATEX_OK = frozenset({"frac", "dfrac", "tfrac", "boxed", "text", "mathrm", "math
 
 
 @dataclass(frozen=True)
-class AnchorResult:
-    """What the anchor found. Holds no gold: `info()` may be shown to the agent."""
-
-    outcome: Outcome
-    reason: str
-    detail: dict[str, JsonValue] = field(default_factory=dict)
+class AnchorResult(base.AnchorResult):
     anchor: str = ANCHOR
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome is Outcome.passed
-
-    def info(self) -> dict[str, JsonValue]:
-        """The world's step info: `success` is None when the anchor could not decide (never rounded up)."""
-        success = None if self.outcome is Outcome.unknown else self.passed
-        return {"success": success, "anchor": self.anchor, "outcome": self.outcome.value,
-                "detail": {"checker": CHECKER, "reason": self.reason, **self.detail}}
+    checker: str = CHECKER
 
 
 def screen(answer: str) -> str | None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import JsonValue
 
 from lle.core import Outcome, SmallWorld
 from lle.errors import WorldError
+from lle.worlds import base
 from lle.worlds.sql.execute import (
     DEFAULT_ROW_CAP,
     DEFAULT_TIME_LIMIT_S,
@@ -39,23 +40,9 @@ GOLD_TIME_LIMIT_S = 10.0
 
 
 @dataclass(frozen=True)
-class AnchorResult:
-    """What the anchor found. Holds no gold: `info()` may be shown to the agent."""
-
-    outcome: Outcome
-    reason: str
-    detail: dict[str, JsonValue] = field(default_factory=dict)
+class AnchorResult(base.AnchorResult):
     anchor: str = ANCHOR
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome is Outcome.passed
-
-    def info(self) -> dict[str, JsonValue]:
-        """The world's step info: `success` is None when the anchor could not decide (never rounded up)."""
-        success = None if self.outcome is Outcome.unknown else self.passed
-        return {"success": success, "anchor": self.anchor, "outcome": self.outcome.value,
-                "detail": {"checker": CHECKER, "reason": self.reason, **self.detail}}
+    checker: str = CHECKER
 
 
 def check_sql(sql: str, question: Question, databases: Sequence[Path], *,
