@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from lle import registry
-from lle.core import ActionRequest, Context, Outcome, Policy, SmallWorld, Split, VerificationLevel
+from lle.core import ActionRequest, Outcome, Policy, SmallWorld, Split, VerificationLevel
 from lle.evidence import assess_experience
 from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
@@ -71,6 +71,3 @@ def _empty(sw: SmallWorld) -> dict[str, object]:
     required = submit.parameters.get("required") or []
     return {name: "" for name in required}  # type: ignore[union-attr]
 
-
-def test_context_type_is_what_game_solvers_read() -> None:
-    assert Context.model_fields["messages"]

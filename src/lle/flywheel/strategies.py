@@ -59,7 +59,11 @@ class Retriever:
         if self.strategy == "raw":
             # The naive way: the most similar whole logs, whatever they contain.
             ids = [ref for kind, ref, _ in db.search(query[:500], limit=RAW_K * 4) if kind == "memory"][:RAW_K]
-            by_id = {i.id: i for i in db.carrier_items(CarrierKind.memory.value)}
+            # Only the hits are read: this runs on every step of every episode.
+            marks = ",".join("?" * len(ids))
+            sql = f"SELECT id, body FROM carrier_items WHERE id IN ({marks})"
+            rows = list(db.conn.execute(sql, ids)) if ids else []
+            by_id = {str(r[0]): CarrierItem.model_validate(db.decode(str(r[1]))) for r in rows}
             return [by_id[i] for i in ids if i in by_id]
         from lle.carriers.memory import MemoryCarrier
         from lle.carriers.rules import RuleBook
