@@ -405,7 +405,11 @@ def _check_file(path: Path) -> None:
     page_size = struct.unpack(">H", header[16:18])[0]
     page_size = 65536 if page_size == 1 else page_size
     pages, valid_for, change_counter = struct.unpack(">I", header[28:32])[0], header[92:96], header[24:28]
-    if valid_for == change_counter and size < pages * page_size:
+    wal = path.with_name(path.name + "-wal")
+    # A checkpoint killed midway leaves the file shorter than its header says; the WAL still holds
+    # those pages and SQLite replays them on open. Only without a WAL is a short file truncated.
+    pending_wal = wal.exists() and wal.stat().st_size > 0
+    if valid_for == change_counter and size < pages * page_size and not pending_wal:
         raise NotAStoreError(
             f"{path} is truncated ({size} bytes, its header says {pages * page_size}); restore it from a backup"
         )
