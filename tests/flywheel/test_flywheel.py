@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from lle.core import RunConfig, Split
+from lle.carriers.skill_mining import used_skills
+from lle.carriers.skills import SkillLibrary, SkillState
+from lle.core import Outcome, RunConfig, Split, UpdateOp
 from lle.flywheel import loop, report
 from lle.flywheel.evaluate import table, wilson
 from lle.store import Store
@@ -84,6 +86,27 @@ def test_no_dev_or_test_task_reaches_any_carrier(finished_run: tuple[Path, RunCo
                 "SELECT small_world_id FROM experiences WHERE split != 'train'")}
             provenance = json.dumps([i.model_dump(mode="json") for i in items])
             assert dev_ids and not any(d in provenance for d in dev_ids)
+
+
+@pytest.mark.slow
+def test_skills_are_replayed_then_offered_in_later_episodes(finished_run: tuple[Path, RunConfig]) -> None:
+    workspace, config = finished_run
+    with Store(loop.strategy_db(loop.run_folder(config.id, workspace), "lle")) as db:
+        library = SkillLibrary(db)
+        active = {s.item_id: s for s in library.skills() if s.state is SkillState.active}
+        assert active, [(s.name, s.state) for s in library.skills()]
+        for skill_id in active:
+            activation = next(u for u in db.list_updates(limit=100_000)
+                              if u.item_id == skill_id and u.op is UpdateOp.activate)
+            replays = [db.get_experience(e) for e in activation.experience_ids]
+            assert len(replays) >= 8 and all(e.small_world.split is Split.train for e in replays)
+        batches = dict(db.conn.execute("SELECT id, batch FROM episodes"))
+        last_eval = [db.get_experience(e.id) for e in db.list_experiences(limit=10_000)
+                     if batches[e.id].endswith("/r2/eval")]
+        used_in_eval = [e for e in last_eval if set(used_skills(e)) & set(active)]
+        assert used_in_eval and all(e.outcome is Outcome.passed for e in used_in_eval)
+        assert not db.conn.execute("SELECT 1 FROM routed r JOIN episodes e ON e.id = r.experience_id"
+                                   " WHERE e.batch LIKE '%/skill/%' OR e.batch LIKE '%/eval'").fetchone()
 
 
 def test_wilson_interval() -> None:

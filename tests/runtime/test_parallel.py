@@ -12,10 +12,9 @@ from lle.core import Split, Step
 from lle.errors import EpisodeError, InvalidInputError
 from lle.runtime.harness import run_episode
 from lle.runtime.parallel import (
-    BuilderFactory,
     EpisodeJob,
+    Factories,
     LocalBackend,
-    PolicyFactory,
     Writer,
     run_job,
     run_many,
@@ -76,11 +75,10 @@ class InProcessBackend:
     def __init__(self) -> None:
         self.ran: list[str] = []
 
-    def run(self, jobs: Sequence[EpisodeJob], writer: Writer, policy_factory: PolicyFactory,
-            builder_factory: BuilderFactory | None) -> None:
+    def run(self, jobs: Sequence[EpisodeJob], writer: Writer, factories: Factories) -> None:
         for job in reversed(jobs):  # any order: results still come back in input order
             self.ran.append(job.small_world.id)
-            run_job(job, policy_factory, builder_factory, writer.job_recorder(job.index))
+            run_job(job, factories, writer.job_recorder(job.index))
 
 
 def test_a_custom_backend_slots_in_behind_run_many(store: Store) -> None:

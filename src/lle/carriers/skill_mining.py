@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from lle.core import ActionRequest, ActionStatus, Context, Experience, LLMCall, PolicyInfo, canonical_json
+from lle.core import ActionRequest, ActionStatus, Context, Experience, LLMCall, PolicyInfo, Step, canonical_json
 from lle.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -463,3 +463,16 @@ class SkillAwarePolicy:
             raise InvalidInputError(f"the plan has {len(self.plan)} actions and none is left; end it with submit")
         self.position += 1
         return self.plan[self.position - 1], None
+
+    def resume_from(self, history: Sequence[Step]) -> None:
+        """Continue after the committed `history`: a skill call moved the plan by its whole macro."""
+        position = 0
+        for step in history:
+            notes = [f.content for f in step.feedback if f.source == "runtime" and f.kind == SKILL_FEEDBACK
+                     and isinstance(f.content, dict)]
+            if not notes:
+                position += 1
+            elif notes[0].get("call") == 1:
+                macro = notes[0].get("of")
+                position += macro if isinstance(macro, int) else 1
+        self.position = position

@@ -404,29 +404,41 @@ class SkillLibrary:
     def validate(self, ref: str, small_worlds: Sequence[SmallWorld], policy_factory: PolicyFactory, *,
                  activate: bool = True, actor: str | None = None,
                  assess: Callable[[Experience], Experience] = assess_experience) -> Validation:
-        """Replay a candidate: each small world without the skill and with it offered, same policy factory.
-
-        Every episode is real (harness, grounding, verifiers) and stored. A non-negative effect over
-        at least `skills_min_pairs` pairs whose skill arm used it validates (and, with `activate`,
-        activates) it; a regression over that many rejects it; anything less leaves it a candidate.
-        """
+        """Replay a candidate: each small world without the skill and with it offered, same policy factory,
+        then `decide`. Every episode is real (harness, grounding, verifiers) and stored."""
         skill = self.get(ref)
         next_state(skill.state, UpdateOp.admit, f"skill {skill.name} ({skill.item_id})")
         held = [sw.id for sw in small_worlds if sw.split is not Split.train]
         if held or not small_worlds:
             raise InvalidInputError(f"validate a skill on train small worlds only (got {held or 'none'}); dev and "
                                     "test are for evaluation")
-        pairs = []
-        for sw in small_worlds:
-            without = run_episode(sw, policy_factory(sw), store=self.store, assess=assess)
-            with_skill = run_episode(sw, policy_factory(sw), store=self.store, assess=assess, skills=[skill])
-            pairs.append(Pair(sw.id, without.id, with_skill.id, without.outcome is Outcome.passed,
-                              with_skill.outcome is Outcome.passed, skill.item_id in used_skills(with_skill)))
+        pairs = [(run_episode(sw, policy_factory(sw), store=self.store, assess=assess),
+                  run_episode(sw, policy_factory(sw), store=self.store, assess=assess, skills=[skill]))
+                 for sw in small_worlds]
+        return self.decide(skill.item_id, pairs, activate=activate, actor=actor)
+
+    def decide(self, ref: str, episodes: Sequence[tuple[Experience, Experience]], *, activate: bool = True,
+               actor: str | None = None) -> Validation:
+        """The replay gate over stored (without, with the skill offered) train episodes of the same small worlds.
+
+        `validate` runs the pairs one after the other; the flywheel runs them as resumable batches and
+        calls this. A non-negative effect over at least `skills_min_pairs` pairs whose skill arm used it
+        validates (and, with `activate`, activates) the skill; a regression over that many rejects it;
+        anything less leaves it a candidate.
+        """
+        skill = self.get(ref)
+        next_state(skill.state, UpdateOp.admit, f"skill {skill.name} ({skill.item_id})")
+        for without, with_skill in episodes:
+            if without.small_world != with_skill.small_world or without.small_world.split is not Split.train:
+                raise InvalidInputError(f"pair {without.id}/{with_skill.id}: both arms must play the same train "
+                                        "small world; dev and test are for evaluation")
+        pairs = [Pair(a.small_world.id, a.id, b.id, a.outcome is Outcome.passed, b.outcome is Outcome.passed,
+                      skill.item_id in used_skills(b)) for a, b in episodes]
         used = sum(p.used for p in pairs)
         wins, base = sum(p.passed_with for p in pairs), sum(p.passed_without for p in pairs)
         gate = gates.skills_replay_gate(len(pairs), used, wins, base, config=self.config)
         ids = [i for p in pairs for i in (p.without, p.with_skill)]
-        regressed = (wins - base) / len(pairs) < -self.config.skills_max_regression
+        regressed = bool(pairs) and (wins - base) / len(pairs) < -self.config.skills_max_regression
         op = UpdateOp.admit if gate.passed else (
             UpdateOp.reject if regressed and used >= self.config.skills_min_pairs else UpdateOp.propose)
         updates = [self.transition(skill.item_id, op, gate=gate, experience_ids=ids,
@@ -434,6 +446,11 @@ class SkillLibrary:
         if op is UpdateOp.admit and activate:
             updates += self.activate(skill.item_id, gate, ids, actor)
         return Validation(skill.item_id, pairs, gate, self.get(skill.item_id).state, updates)
+
+    def decided(self, ref: str, experience_ids: Sequence[str]) -> bool:
+        """True when an update of the skill already lists these experiences (a resumed run decides once)."""
+        wanted = set(experience_ids)
+        return any(wanted <= set(u.experience_ids) for u in self._history().get(self.get(ref).item_id, []))
 
     # --- exchange: descriptors as JSON ----------------------------------------------------------------
 

@@ -78,7 +78,9 @@ def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
         "WHERE e.batch LIKE ? ORDER BY e.rowid", (prefix + "%",))
     cells: dict[tuple[int, str, str], Cell] = defaultdict(Cell)
     for batch, exp_id, world, outcome, n_steps in rows:
-        round_text, phase = str(batch).rsplit("/", 2)[-2:]
+        round_text, phase = str(batch)[len(prefix):].split("/")[:2]  # rN/train, rN/eval, rN/skill/NAME/arm
+        if phase == "skill":
+            continue  # a skill's A/B replay: counted by its gate decision, not as a train episode
         cell = cells[(int(round_text.lstrip("r")), phase, str(world))]
         cell.n += 1
         if outcome == "pass":

@@ -28,6 +28,11 @@ from lle.runtime.parallel import run_many
 from lle.store import Store
 from lle.workspace import resolve
 
+MAX_SKILL_REPLAYS = 2
+"""Candidate skills replayed per round: each costs 2 x `skills_min_pairs` train episodes."""
+NO_SKILL = ""
+"""`SkillsOffer(only=NO_SKILL)`: the arm of a replay that is offered no skill at all."""
+
 OnEpisode = Callable[[str, Step], None]
 """Called after each committed step (phase label, step): the progress display counts episodes."""
 
@@ -87,12 +92,17 @@ class Flywheel:
         self.eval_worlds = suite.draw(self.suite, Split.dev, config.eval_tasks, seed=config.seed, round_=0,
                                       max_steps=config.max_steps)
 
-    def policy_factory(self) -> strategies.PolicyFactory:
+    def policy_factory(self, db_path: Path) -> strategies.PolicyFactory:
         threads = max(1, (os.cpu_count() or 2) // max(1, self.config.workers))
-        return strategies.PolicyFactory(self.config.model, threads=threads, seed=self.config.seed)
+        return strategies.PolicyFactory(self.config.model, threads=threads, seed=self.config.seed,
+                                        db_path=str(db_path))
 
-    def phase(self, strategy: str, db_path: Path, label: str, small_worlds: list[SmallWorld]) -> list[Experience]:
-        """One batch of episodes into `db_path`, assessed as they finish; resumable by its label."""
+    def phase(self, strategy: str, db_path: Path, label: str, small_worlds: list[SmallWorld],
+              skills: strategies.SkillsOffer | None = None) -> list[Experience]:
+        """One batch of episodes into `db_path`, assessed as they finish; resumable by its label.
+
+        `lle` episodes are offered the library's active skills (frozen during the batch), unless
+        `skills` says otherwise (a skill's A/B replay)."""
         poisoned = self.config.scenario == "poison" and label.endswith("/train")
         options = {"wrapper": poison.WRAPPER_ID} if poisoned else {}
         worlds = [poison.with_preference(sw) for sw in small_worlds] if poisoned else small_worlds
@@ -104,9 +114,12 @@ class Flywheel:
         from lle.carriers.verifier_cases import bound_store
 
         with Store(db_path) as db, bound_store(db):  # approved verifier cases of this strategy's store
+            if skills is None and strategy == "lle":
+                skills = strategies.SkillsOffer(str(db_path))
             return run_many(
-                worlds, self.policy_factory(), store=db, workers=self.config.workers,
+                worlds, self.policy_factory(db_path), store=db, workers=self.config.workers,
                 context_builder_factory=strategies.BuilderFactory(strategy, str(db_path), self.model_path),
+                skills_factory=skills,
                 world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
                 assess=assess_experience,
             )
@@ -128,6 +141,33 @@ class Flywheel:
                     router.memory.credit_episode(exp)  # MemRL: items shown in this episode learn its reward
                 mark_routed(db, exp.id, self.config.id)
 
+    def validate_skills(self, db_path: Path, round_: int) -> None:
+        """A/B replay of the library's candidate skills on fresh train small worlds of their family.
+
+        Each arm is a resumable batch (`rN/skill/NAME-vK/without|with`); the gate decides once per
+        round, so a resumed run neither replays nor decides twice. At most `MAX_SKILL_REPLAYS` a round.
+        """
+        from lle.carriers.skills import SkillLibrary, SkillState
+
+        with Store(db_path) as db:
+            library = SkillLibrary(db, actor=f"flywheel:{self.config.id}")
+            candidates = [s for s in library.skills() if s.state is SkillState.candidate][:MAX_SKILL_REPLAYS]
+            pairs_needed = library.config.skills_min_pairs
+        for skill in candidates:
+            worlds = suite.draw_for_skill(self.suite, skill.item.scope.family or "", pairs_needed,
+                                          seed=self.config.seed, round_=round_, max_steps=self.config.max_steps)
+            if not worlds:
+                continue
+            label = f"r{round_}/skill/{skill.name}-v{skill.descriptor.version}"  # ids differ between runs; names don't
+            without = self.phase("lle", db_path, f"{label}/without", worlds, skills=strategies.SkillsOffer(
+                str(db_path), only=NO_SKILL))
+            with_skill = self.phase("lle", db_path, f"{label}/with", worlds,
+                                    skills=strategies.SkillsOffer(str(db_path), only=skill.item_id))
+            with Store(db_path) as db:
+                library = SkillLibrary(db, actor=f"flywheel:{self.config.id}")
+                if not library.decided(skill.item_id, [e.id for e in [*without, *with_skill]]):
+                    library.decide(skill.item_id, list(zip(without, with_skill, strict=True)))
+
     def run(self) -> None:
         self.phase("none", strategy_db(self.folder, "baseline"), "r0/eval", self.eval_worlds)
         for strategy in self.config.strategies:
@@ -138,6 +178,8 @@ class Flywheel:
                 train = suite.draw(self.suite, Split.train, self.config.train_per_round, seed=self.config.seed,
                                    round_=round_, max_steps=self.config.max_steps)
                 self.route(strategy, db_path, self.phase(strategy, db_path, f"r{round_}/train", train))
+                if strategy == "lle":
+                    self.validate_skills(db_path, round_)
                 self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
         (self.folder / "finished_at").write_text(utcnow().isoformat())
 

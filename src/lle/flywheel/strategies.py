@@ -40,11 +40,18 @@ def _raw_text(exp: Experience) -> str:
 
 
 class Retriever:
-    """Per-worker retrieval from a strategy's store (opened lazily, once per process)."""
+    """Per-episode retrieval from a strategy's store (opened lazily, once per worker process).
+
+    It retrieves once per episode, by the goal, and shows the same notes at every step: the text
+    before the trajectory then stays the same from step to step, so llama.cpp reuses its evaluated
+    prefix (retrieving by each new observation re-evaluated every note on every step), and a
+    resumed episode sees the notes it saw before the kill.
+    """
 
     def __init__(self, strategy: str, db_path: str) -> None:
         self.strategy, self.db_path = strategy, db_path
         self._store: Store | None = None
+        self._shown: dict[str, list[CarrierItem]] = {}
 
     def store(self) -> Store:
         if self._store is None:
@@ -52,14 +59,18 @@ class Retriever:
         return self._store
 
     def __call__(self, small_world: SmallWorld, observation: str) -> list[CarrierItem]:
+        if small_world.id not in self._shown:
+            self._shown = {small_world.id: self.find(small_world)}  # one episode at a time per builder
+        return self._shown[small_world.id]
+
+    def find(self, small_world: SmallWorld) -> list[CarrierItem]:
         if self.strategy == "none" or not Path(self.db_path).exists():
             return []
         db = self.store()
-        query = f"{small_world.goal}\n{observation}"
+        query = small_world.goal
         if self.strategy == "raw":
             # The naive way: the most similar whole logs, whatever they contain.
             ids = [ref for kind, ref, _ in db.search(query[:500], limit=RAW_K * 4) if kind == "memory"][:RAW_K]
-            # Only the hits are read: this runs on every step of every episode.
             marks = ",".join("?" * len(ids))
             sql = f"SELECT id, body FROM carrier_items WHERE id IN ({marks})"
             rows = list(db.conn.execute(sql, ids)) if ids else []
@@ -93,6 +104,35 @@ class BuilderFactory:
         return ContextBuilder(count_tokens=count, retrieve=retrieve)
 
 
+_stores: dict[str, Store] = {}
+
+
+def _worker_store(db_path: str) -> Store:
+    """The strategy's store, opened once per worker process (read beside the parent's single writer)."""
+    if db_path not in _stores:
+        _stores[db_path] = Store(db_path)
+    return _stores[db_path]
+
+
+@dataclass(frozen=True)
+class SkillsOffer:
+    """Picklable: the skills an episode is offered: the library's active ones for the small world, or,
+    with `only`, that one skill (the skill arm of its A/B replay; `""`: none, the other arm)."""
+
+    db_path: str
+    only: str | None = None
+
+    def __call__(self, small_world: SmallWorld) -> list[Any]:
+        if not Path(self.db_path).exists():
+            return []
+        from lle.carriers.skills import SkillLibrary
+
+        library = SkillLibrary(_worker_store(self.db_path))
+        if self.only is not None:
+            return [library.get(self.only)] if self.only else []
+        return library.offered(small_world)
+
+
 _policies: dict[str, Policy] = {}
 
 
@@ -103,12 +143,23 @@ class PolicyFactory:
     spec: str
     threads: int = 1
     seed: int = 0
+    db_path: str | None = None
+    """The strategy's store: the oracle calls the skills of it that an episode offers."""
 
     def __call__(self, small_world: SmallWorld) -> Policy:
         if self.spec == "oracle":  # the toy world's solver: tests the machinery, never a learner
-            from lle.worlds.toy import oracle_policy
+            from lle.worlds.toy import oracle_actions
 
-            return oracle_policy(small_world)
+            skills = []
+            if self.db_path and Path(self.db_path).exists():
+                from lle.carriers.skills import SkillLibrary, SkillState
+
+                library = SkillLibrary(_worker_store(self.db_path))
+                skills = [s for s in library.skills(small_world.family) if s.state is not SkillState.revoked]
+            from lle.carriers.skill_mining import SkillAwarePolicy
+
+            # A skill whose whole macro is the plan's next steps is called instead (only if offered).
+            return SkillAwarePolicy(oracle_actions(small_world), skills, name="oracle")
         if self.spec not in _policies:
             from lle.policies.catalog import make_policy
 

@@ -63,6 +63,17 @@ def draw(suite: Suite, split: Split, n: int, *, seed: int, round_: int,
     return out
 
 
+def draw_for_skill(suite: Suite, family_name: str, n: int, *, seed: int, round_: int,
+                   max_steps: int | None = None) -> list[SmallWorld]:
+    """`n` train small worlds of the suite's world of `family_name`, for a skill's A/B replay
+    (drawn apart from the round's train draw; empty when the suite has no such world)."""
+    world = next((w for w in suite.worlds if family(w).family == family_name), None)
+    if world is None:
+        return []
+    return [_small_world(world, Split.train, _index(seed, round_, f"skills/{world}", i, 50_000),
+                         max_steps or suite.max_steps) for i in range(n)]
+
+
 def _small_world(world: str, split: Split, index: int, max_steps: int) -> SmallWorld:
     fam = family(world)
     for candidate in (index, index % 97, 0):  # worlds with fewer tasks in a split: fall back to one it has

@@ -25,6 +25,7 @@ from pydantic import JsonValue
 
 from lle.core import ContextBuilder, Experience, Limits, Policy, SmallWorld, Step, new_id
 from lle.errors import EpisodeError, InvalidInputError
+from lle.runtime.grounding import SkillTool
 from lle.runtime.harness import Episode
 from lle.runtime.recorder import Assessor, OnCommit
 from lle.store import Store
@@ -32,6 +33,8 @@ from lle.store.episodes import EpisodeRecord, batch_episodes, begin_episode, is_
 
 PolicyFactory = Callable[[SmallWorld], Policy]
 BuilderFactory = Callable[[], ContextBuilder]
+SkillsFactory = Callable[[SmallWorld], Sequence[SkillTool]]
+"""The skills offered in a small world's episode, looked up in the worker (e.g. a library's active ones)."""
 MAX_ATTEMPTS = 2
 """A job whose worker died is resumed once in a fresh worker before it counts as failed."""
 
@@ -54,13 +57,22 @@ class EpisodeJob:
     attempt: int = 1
 
 
-def run_job(job: EpisodeJob, policy_factory: PolicyFactory, builder_factory: BuilderFactory | None,
-            recorder: Any) -> Experience:
+@dataclass(frozen=True)
+class Factories:
+    """What a worker builds per episode from the job: picklable callables (module-level functions or classes)."""
+
+    policy: PolicyFactory
+    builder: BuilderFactory | None = None
+    skills: SkillsFactory | None = None
+
+
+def run_job(job: EpisodeJob, factories: Factories, recorder: Any) -> Experience:
     """Play one job with `recorder` (the same code path in-process, in a pool worker, or on a Ray actor)."""
+    skills = factories.skills(job.small_world) if factories.skills else ()
     return Episode(
-        job.small_world, policy_factory(job.small_world), builder_factory() if builder_factory else None, job.limits,
-        recorder=recorder, episode_id=job.episode_id, world_options=job.world_options, resume=job.resume,
-        history=job.history, expected_initial_observation=job.initial_observation,
+        job.small_world, factories.policy(job.small_world), factories.builder() if factories.builder else None,
+        job.limits, recorder=recorder, skills=skills, episode_id=job.episode_id, world_options=job.world_options,
+        resume=job.resume, history=job.history, expected_initial_observation=job.initial_observation,
         record_timings=job.record_timings, batch=job.batch, batch_key=job.batch_key,
     ).run()
 
@@ -142,8 +154,7 @@ class _WriterRecorder:
 class Backend(Protocol):
     """Runs jobs (with `run_job`); every start, step and end goes through `writer`, in the caller's process."""
 
-    def run(self, jobs: Sequence[EpisodeJob], writer: Writer, policy_factory: PolicyFactory,
-            builder_factory: BuilderFactory | None) -> None: ...
+    def run(self, jobs: Sequence[EpisodeJob], writer: Writer, factories: Factories) -> None: ...
 
 
 # --- the local process pool ------------------------------------------------------------------------------
@@ -170,12 +181,12 @@ class _PipeRecorder:
         return experience
 
 
-def _worker(conn: Connection, policy_factory: PolicyFactory, builder_factory: BuilderFactory | None) -> None:
+def _worker(conn: Connection, factories: Factories) -> None:
     recorder = _PipeRecorder(conn)
     try:
         while (message := conn.recv()) is not None:
             try:
-                run_job(message, policy_factory, builder_factory, recorder)
+                run_job(message, factories, recorder)
             except Exception:  # reported to the parent; the episode stays resumable
                 conn.send(("error", traceback.format_exc(limit=8)))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
@@ -199,12 +210,11 @@ class LocalBackend:
         self.workers = workers
         self.start_method = start_method or ("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
 
-    def run(self, jobs: Sequence[EpisodeJob], writer: Writer, policy_factory: PolicyFactory,
-            builder_factory: BuilderFactory | None) -> None:
+    def run(self, jobs: Sequence[EpisodeJob], writer: Writer, factories: Factories) -> None:
         if self.workers <= 0:
             for job in jobs:
                 try:
-                    run_job(job, policy_factory, builder_factory, writer.job_recorder(job.index))
+                    run_job(job, factories, writer.job_recorder(job.index))
                 except Exception as err:
                     writer.fail(job.index, f"{type(err).__name__}: {err}")
             return
@@ -216,7 +226,7 @@ class LocalBackend:
 
         def start() -> _Slot:
             parent, child = ctx.Pipe()
-            process = ctx.Process(target=_worker, args=(child, policy_factory, builder_factory), daemon=True)
+            process = ctx.Process(target=_worker, args=(child, factories), daemon=True)
             process.start()
             child.close()
             return _Slot(process, parent)
@@ -326,6 +336,7 @@ def run_many(
     store: Store | None = None,
     workers: int = 1,
     context_builder_factory: BuilderFactory | None = None,
+    skills_factory: SkillsFactory | None = None,
     limits: Limits | None = None,
     world_options: Mapping[str, JsonValue] | None = None,
     batch: str | None = None,
@@ -336,10 +347,11 @@ def run_many(
 ) -> list[Experience]:
     """Run one episode per small world, `workers` at a time; experiences come back in input order.
 
-    `policy_factory(small_world)` and `context_builder_factory()` run in the workers, so they must be
-    picklable (module-level functions or classes). `on_commit(episode_id, step)` runs in this
-    process after each step is durable. Episodes that could not run (world would not build, replay
-    diverged, worker died twice) raise `EpisodeError` after all others finished; they stay resumable.
+    `policy_factory(small_world)`, `context_builder_factory()` and `skills_factory(small_world)` (the
+    skills offered) run in the workers, so they must be picklable (module-level functions or classes).
+    `on_commit(episode_id, step)` runs in this process after each step is durable. Episodes that could
+    not run (world would not build, replay diverged, worker died twice) raise `EpisodeError` after all
+    others finished; they stay resumable.
     """
     if batch is not None and store is None:
         raise InvalidInputError("a batch name only makes sense with a store to find it in again; pass store=")
@@ -350,7 +362,7 @@ def run_many(
         if backend != "local":
             raise InvalidInputError(f"unknown backend {backend!r}; use 'local' or pass a backend object")
         backend = LocalBackend(workers)
-    backend.run(jobs, writer, policy_factory, context_builder_factory)
+    backend.run(jobs, writer, Factories(policy_factory, context_builder_factory, skills_factory))
     if writer.errors:
         first = min(writer.errors)
         raise EpisodeError(
