@@ -263,7 +263,7 @@ class LLMCall(Record):
     token_ids: list[int] | None = None
     """Generated token ids, when recorded (for training)."""
     logprobs: list[float] | None = None
-    """Log-probabilities of the generated tokens, when asked for."""
+    """Log-probabilities of the accepted decode's tokens, when asked for (`completion_tokens` counts retries too)."""
 
 
 class Feedback(Record):

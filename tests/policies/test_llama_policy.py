@@ -43,10 +43,12 @@ def test_actions_are_schema_valid_and_calls_recorded(smollm: Any) -> None:
 
 
 @pytest.mark.slow
-def test_same_seed_same_action(smollm: Any) -> None:
+def test_same_context_same_action_without_prefix_reuse(smollm_path: Path, threads: int) -> None:
+    policy = LlamaPolicy(smollm_path, n_threads=threads, reuse_prefix=False, n_ctx=1024)
     ctx = context("You are in the cellar. Exits: east, west. You see: a chest.")
-    first, _ = smollm.act(ctx)
-    again, _ = smollm.act(ctx)
+    first, _ = policy.act(ctx)
+    policy.act(context())  # something else evaluated in between
+    again, _ = policy.act(ctx)
     assert first == again
 
 
@@ -56,7 +58,8 @@ def test_logprobs_when_asked(smollm_path: Path, threads: int) -> None:
                          n_threads=threads)
     request, call = policy.act(context())
     assert request.tool in {"look", "take", "go"}
-    assert call.logprobs is not None and len(call.logprobs) == call.completion_tokens
+    # completion_tokens counts every decode (a retry too); the logprobs are those of the accepted one
+    assert call.logprobs is not None and 0 < len(call.logprobs) <= call.completion_tokens
     assert all(lp <= 0.0 for lp in call.logprobs)
 
 

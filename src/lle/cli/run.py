@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import typer
+from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from lle.cli.common import console, print_json, settings
-from lle.core import RunConfig, Step
+from lle.core import RunConfig, Step, Update
 from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
 from lle.flywheel.evaluate import table
@@ -19,15 +21,23 @@ runs_app = typer.Typer(help="Flywheel runs.", no_args_is_help=True)
 
 
 def _print_table(rows: list[dict[str, object]]) -> None:
-    out = Table(title="Held-out success (dev small worlds)")
-    for name in ("world", "strategy", "round 0", "last round", "95% CI", "steps/solved", "tokens/solved"):
-        out.add_column(name, overflow="fold")  # never cut a world id to "code/hum…" on a narrow terminal
+    # Short headers, no borders, tokens per solved task left to the report and --json: the table fits
+    # 80 columns (a pipe, a CI log) without folding a world id.
+    out = Table(title="Held-out success (dev small worlds)", box=box.SIMPLE, pad_edge=False)
+    for name in ("world", "strategy", "round 0", "last", "95% CI", "steps/ok"):
+        out.add_column(name, no_wrap=True)
     for row in rows:
         ci = row["ci95"]
         out.add_row(str(row["world"]), str(row["strategy"]), str(row["round0"]), str(row["last"]),
-                    f"{ci[0]:.2f}–{ci[1]:.2f}" if isinstance(ci, list) else "", str(row["steps_per_solved"] or "-"),
-                    str(row["tokens_per_solved"] or "-"))
+                    f"{ci[0]:.2f}–{ci[1]:.2f}" if isinstance(ci, list) else "", str(row["steps_per_solved"] or "-"))
     console.print(out)
+
+
+def routing_summary(updates: list[Update]) -> str:
+    """`memory admit 4 · rules reject 3 (rules) · …`: what a round's routing wrote, by carrier, op and gate."""
+    counts = Counter(f"{u.carrier.value} {u.op.value}" + (f" ({u.gate.name})" if u.gate and not u.gate.passed else "")
+                     for u in updates)
+    return " · ".join(f"{what} {n}" for what, n in sorted(counts.items())) or "nothing"
 
 
 def run(
@@ -42,7 +52,7 @@ def run(
     workers: int = typer.Option(2, "--workers", min=1),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Default: the suite's."),
     seed: int = typer.Option(0, "--seed"),
-    quick: bool = typer.Option(False, "--quick", help="A small run (1 round, 4 train, 4 eval)."),
+    quick: bool = typer.Option(False, "--quick", help="A small run (1 round, 4 train, 4 eval, 4 steps an episode)."),
     scenario: str | None = typer.Option(None, "--scenario", help="poison: inject instructions and preferences."),
     resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Continue a killed run."),
     as_json: bool = typer.Option(False, "--json", help="No progress display; print the summary as JSON."),
@@ -57,7 +67,7 @@ def run(
             raise InvalidInputError(f"--scenario {scenario!r} is unknown; the one scenario is poison")
         chosen = ["none", "raw", "lle"] if compare else [check_strategy(strategy)]
         if quick:
-            rounds, train, eval_tasks = 1, 4, 4
+            rounds, train, eval_tasks, max_steps = 1, 4, 4, max_steps or 4
         config = RunConfig(suite=suite, model=model, strategies=chosen, rounds=rounds,
                            train_per_round=train, eval_tasks=eval_tasks, workers=workers, max_steps=max_steps,
                            seed=seed, scenario=scenario)
@@ -78,7 +88,11 @@ def run(
                 progress.update(task, advance=1, description=phase,
                                 ok=f"world says solved {solved['ok']}/{solved['n']}")
 
-        loop.Flywheel(config, settings.workspace, on_step=on_step).run()
+        def on_routed(phase: str, updates: list[Update]) -> None:
+            if not as_json:
+                progress.console.print(f"{phase} routed: {routing_summary(updates)}", highlight=False)
+
+        loop.Flywheel(config, settings.workspace, on_step=on_step, on_routed=on_routed).run()
     res = report.load_results(config.id, settings.workspace)
     page = report.write_report(res, settings.workspace)
     rows = table(res)

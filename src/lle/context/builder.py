@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from lle.context.compress import TrajectoryLine, compress_trajectory, format_line, shorten_middle
 from lle.core import CarrierItem, Context, Message, Scope, SmallWorld, Step, ToolSpec
@@ -74,11 +75,62 @@ def _scope_label(scope: Scope) -> str:
     return f"{scope.level.value}:{detail}" if detail else scope.level.value
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def episode_digest(content: Mapping[str, Any]) -> str:
+    """An episodic memory as one line: the task, the outcome and lesson, and its key steps.
+
+    The stored item is JSON with the whole goal, each key step's thought and credit; quoted as a JSON
+    string that is about 500 tokens of escapes and repetition per memory, which a small model both
+    pays for in prompt time and copies from. The digest keeps what tells it what happened.
+    """
+    steps = [s for s in content.get("key_steps") or [] if isinstance(s, dict)]
+    shown = "; ".join(f"{s.get('tool')} {_clip(str(s.get('args', '')), 120)} -> {_clip(str(s.get('result', '')), 120)}"
+                      for s in steps)
+    task = str(content.get("task", "")).split("\n\n")[0]  # its first paragraph: the rest repeats the world's rules
+    return (f"task: {_clip(task, 160)} | outcome: {content.get('outcome')} "
+            f"({content.get('verification')}) | lesson: {_clip(str(content.get('lesson', '')), 300)} | steps: {shown}")
+
+
 def render_item(item: CarrierItem) -> str:
-    """An item as quoted data: id, carrier, scope, then its content as a JSON string literal."""
-    content = item.content if isinstance(item.content, str) else json.dumps(item.content, ensure_ascii=False)
-    quoted = json.dumps(content, ensure_ascii=False)
+    """An item as quoted data: id, carrier, scope, then its content as a JSON string literal
+    (an episodic memory as its digest)."""
+    content = item.content
+    if isinstance(content, dict) and content.get("kind") == "episode" and "key_steps" in content:
+        text = episode_digest(content)
+    else:
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    quoted = json.dumps(text, ensure_ascii=False)
     return f"- [id={item.id} carrier={item.carrier.value} scope={_scope_label(item.scope)}] {quoted}"
+
+
+def _arg_type(schema: Mapping[str, Any]) -> str:
+    if isinstance(schema.get("enum"), list):
+        return "|".join(json.dumps(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind == "array" and isinstance(schema.get("items"), dict):
+        return f"list of {_arg_type(schema['items'])}"
+    if kind in ("string", "integer", "number", "boolean"):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        return f"{kind} {low}..{high}" if low is not None and high is not None else str(kind)
+    return json.dumps(schema, sort_keys=True)  # nested objects and the rest: the schema itself
+
+
+def signature(tool: ToolSpec) -> str:
+    """`name(arg: type, opt?: type)`: a tool's arguments in a few tokens (the grammar enforces the rest).
+
+    Printing each argument schema as JSON cost a small model ~40 prompt tokens a tool, evaluated at
+    every episode start; the call's shape is already forced by the decoding grammar.
+    """
+    props = tool.parameters.get("properties")
+    required = tool.parameters.get("required")
+    need = set(required) if isinstance(required, list) else set()
+    args = [f"{name}{'' if name in need else '?'}: {_arg_type(spec)}"
+            + (f" ({_clip(str(spec['description']), 60)})" if spec.get("description") else "")
+            for name, spec in props.items() if isinstance(spec, dict)] if isinstance(props, dict) else []
+    return f"{tool.name}({', '.join(args)})"
 
 
 @dataclass
@@ -157,15 +209,15 @@ class ContextBuilder:
     # -- the sections ------------------------------------------------------------------------
 
     def system_text(self, tools: list[ToolSpec]) -> str:
-        listing = "\n".join(
-            f"- {t.name}: {t.description} args schema: {json.dumps(t.parameters, sort_keys=True)}" for t in tools
-        )
-        example = json.dumps({"thought": "why this tool now", "tool": tools[0].name, "args": {},
-                              "expect": "what you predict the tool will return"})
+        listing = "\n".join(f"- {signature(t)}: {t.description}" for t in tools)
+        # A placeholder, not a real tool: a small model copies the example's tool name (the first
+        # tool's, before), and the decoding grammar already forbids a name that is not a tool.
         return (
             f"{self.role}\n\n## Tools\n{listing}\n\n## Output format\n"
             "Reply with exactly one JSON object and nothing else, with keys in this order: thought, tool, args, "
-            f"expect. Keep thought and expect to one short sentence each. Example: {example}"
+            "expect. Keep thought and expect to one short sentence each: "
+            '{"thought": "why this tool now", "tool": "<tool name>", "args": {<its arguments>}, '
+            '"expect": "what you predict it will return"}'
         )
 
     @staticmethod

@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lle.core import CarrierKind, RunConfig
+from lle.core import CarrierKind, RunConfig, UpdateOp
 from lle.flywheel.loop import strategy_db
 from lle.router.lineage import active_items
 from lle.store import Store
@@ -51,6 +51,8 @@ class RunResults:
     carriers: dict[str, dict[str, int]] = field(default_factory=dict)
     gates: dict[str, Counter[str]] = field(default_factory=dict)
     revoked: dict[str, int] = field(default_factory=dict)
+    growth: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
+    """Per strategy and round: carrier items admitted (skills: activated) up to the end of that round."""
     poison: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def worlds(self) -> list[str]:
@@ -91,6 +93,24 @@ def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
     return cells
 
 
+def _growth(db: Store, config: RunConfig) -> dict[int, dict[str, int]]:
+    """Cumulative admissions per round, each update placed in the round of the episodes it came from."""
+    round_of = {str(i): int(str(b).split("/")[2].lstrip("r")) for i, b in db.conn.execute(
+        "SELECT id, batch FROM episodes WHERE batch LIKE ?", (config.id + "/%",))}
+    per_round: dict[int, Counter[str]] = defaultdict(Counter)
+    for update in db.list_updates(limit=10_000_000):
+        counts = update.op is (UpdateOp.activate if update.carrier is CarrierKind.skills else UpdateOp.admit)
+        rounds = [round_of[e] for e in update.experience_ids if e in round_of]
+        if counts and rounds:
+            per_round[max(rounds)][update.carrier.value] += 1
+    out: dict[int, dict[str, int]] = {}
+    total: Counter[str] = Counter()
+    for round_ in range(config.rounds + 1):
+        total += per_round.get(round_, Counter())
+        out[round_] = dict(total)
+    return out
+
+
 def results(folder: Path, config: RunConfig) -> RunResults:
     out = RunResults(config)
     from lle.flywheel.poison import INJECTION_MARK, PREFERENCE_MARK
@@ -111,6 +131,7 @@ def results(folder: Path, config: RunConfig) -> RunResults:
                 name = update.gate.name if update.gate else update.carrier.value
                 decisions[f"{name}:{update.op.value}"] += 1
             out.gates[strategy] = decisions
+            out.growth[strategy] = _growth(db, config)
             out.revoked[strategy] = db.count("revocations")
             texts = [(i.carrier.value, str(i.content).lower()) for i in active]
             out.poison[strategy] = {

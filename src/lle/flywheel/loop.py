@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from lle.core import Experience, RunConfig, SmallWorld, Split, Step, utcnow
+from lle.core import Experience, RunConfig, SmallWorld, Split, Step, Update, utcnow
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.flywheel import poison, strategies, suite
@@ -35,6 +35,8 @@ NO_SKILL = ""
 
 OnEpisode = Callable[[str, Step], None]
 """Called after each committed step (phase label, step): the progress display counts episodes."""
+OnRouted = Callable[[str, list[Update]], None]
+"""Called after a round's train experiences were routed (phase label, the updates written)."""
 
 
 def runs_dir(workspace: str | Path | None = None) -> Path:
@@ -83,8 +85,9 @@ class Flywheel:
     """Runs one config to its end (or continues it)."""
 
     def __init__(self, config: RunConfig, workspace: str | Path | None = None,
-                 on_step: OnEpisode | None = None) -> None:
+                 on_step: OnEpisode | None = None, on_routed: OnRouted | None = None) -> None:
         self.config = config
+        self.on_routed = on_routed
         self.folder = save_config(config, workspace)
         self.suite = suite.get_suite(config.suite)
         self.on_step = on_step
@@ -124,22 +127,25 @@ class Flywheel:
                 assess=assess_experience,
             )
 
-    def route(self, strategy: str, db_path: Path, experiences: list[Experience]) -> None:
+    def route(self, strategy: str, db_path: Path, experiences: list[Experience], label: str = "") -> None:
+        written: list[Update] = []
         with Store(db_path) as db:
             router = None
             for exp in experiences:
                 if db.conn.execute("SELECT 1 FROM routed WHERE experience_id=?", (exp.id,)).fetchone():
                     continue  # routed before a kill: a resumed run does not route it again
                 if strategy == "raw":
-                    strategies.keep_raw(db, exp)
+                    written += strategies.keep_raw(db, exp)
                 elif strategy == "lle":
                     if router is None:
                         from lle.router.router import UpdateRouter
 
                         router = UpdateRouter(db, actor=f"flywheel:{self.config.id}")
-                    router.route(exp)
+                    written += router.route(exp)
                     router.memory.credit_episode(exp)  # MemRL: items shown in this episode learn its reward
                 mark_routed(db, exp.id, self.config.id)
+        if self.on_routed is not None:
+            self.on_routed(f"{strategy} {label}", written)
 
     def validate_skills(self, db_path: Path, round_: int) -> None:
         """A/B replay of the library's candidate skills on fresh train small worlds of their family.
@@ -177,7 +183,8 @@ class Flywheel:
             for round_ in range(1, self.config.rounds + 1):
                 train = suite.draw(self.suite, Split.train, self.config.train_per_round, seed=self.config.seed,
                                    round_=round_, max_steps=self.config.max_steps)
-                self.route(strategy, db_path, self.phase(strategy, db_path, f"r{round_}/train", train))
+                label = f"r{round_}/train"
+                self.route(strategy, db_path, self.phase(strategy, db_path, label, train), label)
                 if strategy == "lle":
                     self.validate_skills(db_path, round_)
                 self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)

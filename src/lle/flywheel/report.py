@@ -1,8 +1,8 @@
 """The run report: `.lle/reports/RUN/index.html` with its plots beside it, nothing from elsewhere.
 
 Plots (matplotlib, PNG): held-out success per round for each strategy and world with Wilson
-intervals; carrier growth; gate decisions. The HTML links only files in its own folder, so the
-folder can be copied or served as it is.
+intervals; carrier growth per round and steps per solved task; active carriers and gate decisions.
+The HTML links only files in its own folder, so the folder can be copied or served as it is.
 """
 
 from __future__ import annotations
@@ -55,6 +55,28 @@ def _plots(res: RunResults, folder: Path) -> list[tuple[str, str]]:
         fig.savefig(folder / name, dpi=90)
         plt.close(fig)
         made.append((name, f"Held-out success per round: {world or 'all worlds'} (95 % Wilson intervals)"))
+    if any(res.growth.values()):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
+        for strategy, per_round in res.growth.items():
+            for carrier in sorted({c for counts in per_round.values() for c in counts}):
+                rounds = sorted(per_round)
+                left.plot(rounds, [per_round[r].get(carrier, 0) for r in rounds], marker="o",
+                          label=f"{strategy}: {carrier}")
+        left.set_xlabel("round")
+        left.set_title("carrier items admitted (skills: activated), cumulative")
+        left.legend(fontsize=7)
+        for strategy in strategies:
+            points = [(r, c.steps_solved / c.passed) for r, c in res.curve(strategy) if c.passed]
+            if points:
+                right.plot([r for r, _ in points], [v for _, v in points], marker="o", label=strategy)
+        right.set_xlabel("round")
+        right.set_title("held-out steps per solved task" if right.lines else "no held-out task solved")
+        if right.lines:
+            right.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(folder / "growth.png", dpi=90)
+        plt.close(fig)
+        made.append(("growth.png", "Carrier growth per round, and steps per solved held-out task"))
     if res.carriers or res.gates:
         fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
         names = sorted({c for counts in res.carriers.values() for c in counts})
@@ -84,7 +106,8 @@ def write_report(res: RunResults, workspace: str | Path | None = None) -> Path:
     rows = table(res)
     (folder / "summary.json").write_text(json.dumps({"config": res.config.model_dump(mode="json"), "table": rows,
                                                      "carriers": res.carriers, "gates": res.gates,
-                                                     "revoked": res.revoked, "poison": res.poison}, indent=2))
+                                                     "revoked": res.revoked, "growth": res.growth,
+                                                     "poison": res.poison}, indent=2))
     head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0]) if rows else ""
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>"
                    for row in rows)

@@ -7,6 +7,13 @@ bounds a step's output, and a mild repetition penalty keeps a small model from l
 retried once with another seed, then raises `PolicyBackendError`, which the harness records on the
 step. Free-text fields can also be capped in the grammar (`max_text_chars`), but llama.cpp expands
 a bound of n characters into n nested optional groups, which slows every token; it is off by default.
+
+llama.cpp keeps the evaluated prompt and reuses its longest common prefix on the next call
+(`reuse_prefix`, on by default): an episode's later steps then cost only their new tokens (prompt
+evaluation is most of a first step's time on 2 cores: ~110 tokens/s a thread). The price: a prefix
+evaluated incrementally gives logits a rounding error apart from one evaluated in one batch, so at
+temperature 0 the same context can, rarely, decode differently depending on what was evaluated
+before; `reuse_prefix=False` makes each call depend on its context alone.
 """
 
 from __future__ import annotations
@@ -129,6 +136,7 @@ class LlamaPolicy:
         repeat_penalty: float = 1.1,
         logprobs: bool = False,
         retries: int = 1,
+        reuse_prefix: bool = True,
     ) -> None:
         self.model_path = Path(model_path)
         self.model_id = model_id or self.model_path.name
@@ -142,6 +150,7 @@ class LlamaPolicy:
         self.repeat_penalty = repeat_penalty
         self.logprobs = logprobs
         self.retries = max(retries, 0)
+        self.reuse_prefix = reuse_prefix
         self._lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
         self.llm = _load(
@@ -154,6 +163,7 @@ class LlamaPolicy:
         return PolicyInfo(model=self.model_id, sha256=self.sha256, params={
             "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens, "n_ctx": self.n_ctx,
             "repeat_penalty": self.repeat_penalty, "max_text_chars": self.max_text_chars,
+            "reuse_prefix": self.reuse_prefix,
         })
 
     def count_tokens(self, text: str) -> int:
@@ -192,6 +202,8 @@ class LlamaPolicy:
         }
         if self.logprobs:
             kwargs |= {"logprobs": True, "top_logprobs": 1}
+        if not self.reuse_prefix:
+            self.llm.reset()  # evaluate the whole prompt afresh: the same context gives the same action
         try:
             result: dict[str, Any] = self.llm.create_chat_completion(**kwargs)
         except ValueError as err:  # llama.cpp says "Requested tokens (…) exceed context window" this way
