@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Later issues run untrusted code under bubblewrap; install it when we can, say how when we cannot.
+# The code worlds run untrusted code under bubblewrap (make run and make test): install it when we can,
+# say how when we cannot.
 sandbox-deps:
 	@if command -v bwrap >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -24,7 +25,7 @@ sandbox-deps:
 	  || echo "could not install bubblewrap; sandboxed tests will be skipped (fix: sudo apt-get install bubblewrap)"; \
 	else echo "bubblewrap is missing; sandboxed tests will be skipped (fix: sudo apt-get install bubblewrap)"; fi
 
-run: $(STAMP)
+run: $(STAMP) sandbox-deps
 	$(BIN)/lle run --quick
 
 test: $(STAMP) sandbox-deps

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from lle.carriers.skills import SkillLibrary, SkillState
 from lle.core import Outcome, RunConfig, Split, UpdateOp
 from lle.flywheel import loop, report
 from lle.flywheel.evaluate import table, wilson
+from lle.router.lineage import revoke
 from lle.store import Store
 
 
@@ -107,6 +109,23 @@ def test_skills_are_replayed_then_offered_in_later_episodes(finished_run: tuple[
         assert used_in_eval and all(e.outcome is Outcome.passed for e in used_in_eval)
         assert not db.conn.execute("SELECT 1 FROM routed r JOIN episodes e ON e.id = r.experience_id"
                                    " WHERE e.batch LIKE '%/skill/%' OR e.batch LIKE '%/eval'").fetchone()
+
+
+@pytest.mark.slow
+def test_the_report_lists_revocations_and_growth(tmp_path: Path, finished_run: tuple[Path, RunConfig]) -> None:
+    source, config = finished_run
+    workspace = tmp_path / "ws"
+    shutil.copytree(source, workspace)  # revoke in a copy: the other tests read the finished run as it was
+    with Store(loop.strategy_db(loop.run_folder(config.id, workspace), "lle")) as db:
+        train = next(e for e in db.list_experiences(limit=1000) if e.split == Split.train.value)
+        rev = revoke(db, train.id, "a person found this episode wrong", "reviewer")
+        assert rev.cascade  # its memory (and more) went with it
+    res = report.load_results(config.id, workspace)
+    assert res.revoked["lle"] == 1 and res.revocations["lle"][0].target == train.id
+    assert [round_ for round_ in sorted(res.growth["lle"])] == [0, 1, 2]
+    assert res.growth["lle"][0] == {} and res.growth["lle"][2]["memory"] >= res.growth["lle"][1]["memory"] > 0
+    html = report.write_report(res, workspace).read_text()
+    assert train.id in html and "a person found this episode wrong" in html and 'src="growth.png"' in html
 
 
 def test_wilson_interval() -> None:

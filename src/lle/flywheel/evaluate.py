@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lle.core import CarrierKind, RunConfig, UpdateOp
+from lle.core import CarrierKind, Revocation, RunConfig, UpdateOp
 from lle.flywheel.loop import strategy_db
 from lle.router.lineage import active_items
 from lle.store import Store
@@ -51,6 +51,7 @@ class RunResults:
     carriers: dict[str, dict[str, int]] = field(default_factory=dict)
     gates: dict[str, Counter[str]] = field(default_factory=dict)
     revoked: dict[str, int] = field(default_factory=dict)
+    revocations: dict[str, list[Revocation]] = field(default_factory=dict)
     growth: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
     """Per strategy and round: carrier items admitted (skills: activated) up to the end of that round."""
     poison: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -132,7 +133,8 @@ def results(folder: Path, config: RunConfig) -> RunResults:
                 decisions[f"{name}:{update.op.value}"] += 1
             out.gates[strategy] = decisions
             out.growth[strategy] = _growth(db, config)
-            out.revoked[strategy] = db.count("revocations")
+            out.revocations[strategy] = db.list_revocations()
+            out.revoked[strategy] = len(out.revocations[strategy])
             texts = [(i.carrier.value, str(i.content).lower()) for i in active]
             out.poison[strategy] = {
                 f"{carrier}:injected": sum(1 for c, t in texts if c == carrier and INJECTION_MARK.lower() in t)

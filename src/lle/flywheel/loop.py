@@ -30,8 +30,6 @@ from lle.workspace import resolve
 
 MAX_SKILL_REPLAYS = 2
 """Candidate skills replayed per round: each costs 2 x `skills_min_pairs` train episodes."""
-NO_SKILL = ""
-"""`SkillsOffer(only=NO_SKILL)`: the arm of a replay that is offered no skill at all."""
 
 OnEpisode = Callable[[str, Step], None]
 """Called after each committed step (phase label, step): the progress display counts episodes."""
@@ -164,11 +162,12 @@ class Flywheel:
                                           seed=self.config.seed, round_=round_, max_steps=self.config.max_steps)
             if not worlds:
                 continue
-            label = f"r{round_}/skill/{skill.name}-v{skill.descriptor.version}"  # ids differ between runs; names don't
-            without = self.phase("lle", db_path, f"{label}/without", worlds, skills=strategies.SkillsOffer(
-                str(db_path), only=NO_SKILL))
+            # Named by the skill's name, not its item id: a rerun of the same config mines other ids.
+            label = f"r{round_}/skill/{skill.name}-v{skill.descriptor.version}"
+            without = self.phase("lle", db_path, f"{label}/without", worlds,
+                                 skills=strategies.SkillsOffer(str(db_path), only=()))
             with_skill = self.phase("lle", db_path, f"{label}/with", worlds,
-                                    skills=strategies.SkillsOffer(str(db_path), only=skill.item_id))
+                                    skills=strategies.SkillsOffer(str(db_path), only=(skill.item_id,)))
             with Store(db_path) as db:
                 library = SkillLibrary(db, actor=f"flywheel:{self.config.id}")
                 if not library.decided(skill.item_id, [e.id for e in [*without, *with_skill]]):

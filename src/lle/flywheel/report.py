@@ -113,6 +113,12 @@ def write_report(res: RunResults, workspace: str | Path | None = None) -> Path:
                    for row in rows)
     figures = "".join(f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
                       f"<figcaption>{html.escape(caption)}</figcaption></figure>" for name, caption in plots)
+    revoked = "".join(
+        f"<tr><td>{html.escape(strategy)}</td><td>{html.escape(r.target)}</td><td>{html.escape(r.reason)}</td>"
+        f"<td>{html.escape(r.author)}</td><td>{r.at:%Y-%m-%d %H:%M}</td><td>{len(r.cascade)}</td></tr>"
+        for strategy, revocations in res.revocations.items() for r in revocations)
+    revoked = ("<h2>Revoked</h2><table><tr><th>strategy</th><th>target</th><th>reason</th><th>who</th><th>when</th>"
+               f"<th>items with it</th></tr>{revoked}</table>") if revoked else "<h2>Revoked</h2><p>Nothing.</p>"
     poison = ""
     if res.config.scenario == "poison":
         poison = "<h2>Poison scenario: what reached each carrier</h2><pre>" + html.escape(
@@ -130,6 +136,7 @@ Success means the world's own anchor passed; unknown counts as not solved.</p>
 {figures}
 <h2>Carriers and gates</h2><pre>{html.escape(json.dumps({"active": res.carriers, "revocations": res.revoked,
                                                          "decisions": res.gates}, indent=2))}</pre>
+{revoked}
 {poison}
 <h2>Config</h2><pre>{config}</pre>
 </body></html>

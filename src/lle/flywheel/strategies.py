@@ -39,6 +39,16 @@ def _raw_text(exp: Experience) -> str:
     return "\n".join(lines)
 
 
+_stores: dict[str, Store] = {}
+
+
+def _worker_store(db_path: str) -> Store:
+    """The strategy's store, opened once per worker process (read beside the parent's single writer)."""
+    if db_path not in _stores:
+        _stores[db_path] = Store(db_path)
+    return _stores[db_path]
+
+
 class Retriever:
     """Per-episode retrieval from a strategy's store (opened lazily, once per worker process).
 
@@ -50,13 +60,7 @@ class Retriever:
 
     def __init__(self, strategy: str, db_path: str) -> None:
         self.strategy, self.db_path = strategy, db_path
-        self._store: Store | None = None
         self._shown: dict[str, list[CarrierItem]] = {}
-
-    def store(self) -> Store:
-        if self._store is None:
-            self._store = Store(self.db_path)
-        return self._store
 
     def __call__(self, small_world: SmallWorld, observation: str) -> list[CarrierItem]:
         if small_world.id not in self._shown:
@@ -66,7 +70,7 @@ class Retriever:
     def find(self, small_world: SmallWorld) -> list[CarrierItem]:
         if self.strategy == "none" or not Path(self.db_path).exists():
             return []
-        db = self.store()
+        db = _worker_store(self.db_path)
         query = small_world.goal
         if self.strategy == "raw":
             # The naive way: the most similar whole logs, whatever they contain.
@@ -104,23 +108,13 @@ class BuilderFactory:
         return ContextBuilder(count_tokens=count, retrieve=retrieve)
 
 
-_stores: dict[str, Store] = {}
-
-
-def _worker_store(db_path: str) -> Store:
-    """The strategy's store, opened once per worker process (read beside the parent's single writer)."""
-    if db_path not in _stores:
-        _stores[db_path] = Store(db_path)
-    return _stores[db_path]
-
-
 @dataclass(frozen=True)
 class SkillsOffer:
-    """Picklable: the skills an episode is offered: the library's active ones for the small world, or,
-    with `only`, that one skill (the skill arm of its A/B replay; `""`: none, the other arm)."""
+    """Picklable: the skills an episode is offered: the library's active ones for the small world, or
+    exactly the skills `only` names (a skill's A/B replay: `()` for one arm, `(ITEM,)` for the other)."""
 
     db_path: str
-    only: str | None = None
+    only: tuple[str, ...] | None = None
 
     def __call__(self, small_world: SmallWorld) -> list[Any]:
         if not Path(self.db_path).exists():
@@ -129,7 +123,7 @@ class SkillsOffer:
 
         library = SkillLibrary(_worker_store(self.db_path))
         if self.only is not None:
-            return [library.get(self.only)] if self.only else []
+            return [library.get(ref) for ref in self.only]
         return library.offered(small_world)
 
 
