@@ -25,6 +25,7 @@ def _plots(res: RunResults, folder: Path) -> list[tuple[str, str]]:
 
     matplotlib.use("Agg")  # no display here, and none needed
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     made: list[tuple[str, str]] = []
     strategies = ["none", *[s for s in res.config.strategies if s != "none"]]
@@ -47,6 +48,7 @@ def _plots(res: RunResults, folder: Path) -> list[tuple[str, str]]:
             ax.errorbar(rounds, rates, yerr=[lows, highs], marker="o", capsize=3, label=strategy)
         ax.set_ylim(-0.05, 1.05)
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("held-out success")
         ax.set_title(world or "all worlds")
         ax.legend()
@@ -70,6 +72,8 @@ def _plots(res: RunResults, folder: Path) -> list[tuple[str, str]]:
             if points:
                 right.plot([r for r, _ in points], [v for _, v in points], marker="o", label=strategy)
         right.set_xlabel("round")
+        for ax in (left, right):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         right.set_title("held-out steps per solved task" if right.lines else "no held-out task solved")
         if right.lines:
             right.legend(fontsize=7)
