@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lle.context import ContextBuilder, estimate_tokens
-from lle.context.builder import MESSAGE_OVERHEAD, PROMPT_OVERHEAD
+from lle.context.builder import MESSAGE_OVERHEAD, PROMPT_OVERHEAD, render_item, signature
 from lle.core import (
     ActionRequest,
     CarrierItem,
@@ -219,3 +219,32 @@ def test_huge_observation_is_cut_quickly(real_count: Callable[[str], int]) -> No
     obs = observation_of(ctx.messages[1].content)
     assert obs.startswith("START") and obs.endswith("END") and "chars omitted" in obs
     assert builder.measure(ctx) <= 800
+
+
+def test_tools_are_shown_as_signatures() -> None:
+    guess = ToolSpec(name="guess", description="Guess.", parameters={
+        "type": "object", "properties": {"number": {"type": "integer", "minimum": 1, "maximum": 100},
+                                         "why": {"type": "string", "description": "e.g. halving"}},
+        "required": ["number"]})
+    go = ToolSpec(name="go", description="Walk.", parameters={
+        "type": "object", "properties": {"direction": {"enum": ["north", "south"]}}, "required": ["direction"]})
+    assert signature(guess) == "guess(number: integer 1..100, why?: string (e.g. halving))"
+    assert signature(go) == 'go(direction: "north"|"south")'
+    assert signature(ToolSpec(name="look", description="Look.")) == "look()"
+    system = ContextBuilder().system_text([go, guess])
+    assert "- go(direction: \"north\"|\"south\"): Walk." in system and '"tool": "go"' not in system
+
+
+def test_an_episodic_memory_is_shown_as_its_digest() -> None:
+    from lle.carriers.memory import memory_item_from
+    from lle.core import Experience, Outcome, PolicyInfo
+
+    sw = world("Answer the question.\n\nRules of the world that every task repeats.")
+    step = Step(index=0, request=ActionRequest(tool="run_query", args={"sql": "SELECT 1"}, thought="a long thought"),
+                executed=ExecutedAction(tool="run_query", args={"sql": "SELECT 1"}, allowed=True),
+                effect=Effect(observation="1 row: (1,)"))
+    exp = Experience(small_world=sw, policy=PolicyInfo(model="scripted"), steps=[step], outcome=Outcome.failed)
+    line = render_item(memory_item_from(exp))
+    assert "task: Answer the question. | outcome: fail" in line
+    assert 'run_query {\\"sql\\":\\"SELECT 1\\"} -> 1 row' in line
+    assert "Rules of the world" not in line and "a long thought" not in line and "credit" not in line
