@@ -128,6 +128,18 @@ def test_the_report_lists_revocations_and_growth(tmp_path: Path, finished_run: t
     assert train.id in html and "a person found this episode wrong" in html and 'src="growth.png"' in html
 
 
+@pytest.mark.slow
+def test_the_poison_scenario_reaches_raw_logs_but_not_rules_or_skills(tmp_path: Path) -> None:
+    config = run_config(strategies=["none", "raw", "lle"], rounds=1, train_per_round=8, scenario="poison")
+    loop.Flywheel(config, tmp_path).run()
+    res = report.load_results(config.id, tmp_path)
+    assert res.poison["raw"]["memory:injected"] > 0 and res.poison["raw"]["memory:preference"] > 0
+    lle = res.poison["lle"]
+    assert lle["rules:injected"] == lle["rules:preference"] == lle["skills:injected"] == lle["skills:preference"] == 0
+    assert res.total("lle", 1).passed == res.total("none", 0).passed  # held-out success did not move
+    assert "Poison scenario" in report.write_report(res, tmp_path).read_text()
+
+
 def test_wilson_interval() -> None:
     low, high = wilson(8, 10)
     assert 0.49 < low < 0.5 and 0.94 < high < 0.95
