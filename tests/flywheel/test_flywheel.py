@@ -140,6 +140,30 @@ def test_the_poison_scenario_reaches_raw_logs_but_not_rules_or_skills(tmp_path: 
     assert "Poison scenario" in report.write_report(res, tmp_path).read_text()
 
 
+@pytest.mark.slow
+def test_a_repeated_skill_replay_reads_back_its_episodes_and_decides_once(
+        tmp_path: Path, finished_run: tuple[Path, RunConfig]) -> None:
+    source, config = finished_run
+    workspace = tmp_path / "ws"
+    shutil.copytree(source, workspace)
+    db_path = loop.strategy_db(loop.run_folder(config.id, workspace), "lle")
+
+    def replays() -> dict[str, int]:
+        with Store(db_path) as db:
+            return dict(db.conn.execute("SELECT batch, count(*) FROM episodes WHERE batch LIKE '%/skill/%' "
+                                        "GROUP BY batch").fetchall())
+
+    before = replays()
+    assert before
+    loop.Flywheel(config, workspace).validate_skills(db_path, 2)  # as a run resumed after round 2's replays
+    after = replays()
+    assert all(after[batch] == n for batch, n in before.items())  # read back, not played again
+    with Store(db_path) as db:
+        decisions = [(u.item_id, u.op, tuple(u.experience_ids)) for u in db.list_updates(limit=100_000)
+                     if u.carrier.value == "skills" and u.gate and u.gate.name == "skills_replay"]
+    assert len(decisions) == len(set(decisions))
+
+
 def test_wilson_interval() -> None:
     low, high = wilson(8, 10)
     assert 0.49 < low < 0.5 and 0.94 < high < 0.95
