@@ -35,6 +35,7 @@ import numpy as np
 from pydantic import JsonValue
 
 from lle.carriers.embeddings import DIM, Embedder, Vectors, shared_embedder
+from lle.context.compress import clip_end
 from lle.core import (
     CarrierItem,
     CarrierKind,
@@ -120,10 +121,6 @@ def memory_text(content: JsonValue) -> str:
     return "\n".join(p for p in parts if p.strip())
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def memory_item_from(experience: Experience, *, level: ScopeLevel = ScopeLevel.project,
                      key_steps: int = KEY_STEPS) -> CarrierItem:
     """An episodic memory of an assessed experience, project-scoped unless `level` says otherwise."""
@@ -134,8 +131,9 @@ def memory_item_from(experience: Experience, *, level: ScopeLevel = ScopeLevel.p
     best = sorted(sorted(range(len(steps)), key=lambda i: (-credit[i], -i))[:key_steps])
     chosen: list[JsonValue] = [{
         "index": steps[i].index, "tool": steps[i].executed.tool,
-        "args": _clip(canonical_json(steps[i].executed.args), 300), "thought": _clip(steps[i].request.thought, 300),
-        "result": _clip(steps[i].effect.error or steps[i].effect.observation, 200), "credit": round(credit[i], 4),
+        "args": clip_end(canonical_json(steps[i].executed.args), 300),
+        "thought": clip_end(steps[i].request.thought, 300),
+        "result": clip_end(steps[i].effect.error or steps[i].effect.observation, 200), "credit": round(credit[i], 4),
     } for i in best]
     attribution = experience.attribution
     if experience.outcome is Outcome.passed:
@@ -151,7 +149,7 @@ def memory_item_from(experience: Experience, *, level: ScopeLevel = ScopeLevel.p
     notes = [note.strip() for d in details if isinstance(note := d.get("lesson"), str) and note.strip()]
     lesson = " ".join([lesson, *dict.fromkeys(notes)])
     content: dict[str, JsonValue] = {
-        "kind": "episode", "task": _clip(sw.goal, 1000), "world": sw.world, "outcome": experience.outcome.value,
+        "kind": "episode", "task": clip_end(sw.goal, 1000), "world": sw.world, "outcome": experience.outcome.value,
         "verification": experience.verification.value, "score": experience.score, "key_steps": chosen,
         "attribution": attribution, "lesson": lesson,
     }

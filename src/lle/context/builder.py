@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lle.context.compress import TrajectoryLine, compress_trajectory, format_line, shorten_middle
+from lle.context.compress import TrajectoryLine, clip_end, compress_trajectory, format_line, shorten_middle
 from lle.core import CarrierItem, Context, Message, Scope, SmallWorld, Step, ToolSpec
 from lle.errors import InvalidInputError
 from lle.runtime.tools import action_schema
@@ -75,10 +75,6 @@ def _scope_label(scope: Scope) -> str:
     return f"{scope.level.value}:{detail}" if detail else scope.level.value
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def episode_digest(content: Mapping[str, Any]) -> str:
     """An episodic memory as one line: the task, the outcome and lesson, and its key steps.
 
@@ -87,11 +83,13 @@ def episode_digest(content: Mapping[str, Any]) -> str:
     pays for in prompt time and copies from. The digest keeps what tells it what happened.
     """
     steps = [s for s in content.get("key_steps") or [] if isinstance(s, dict)]
-    shown = "; ".join(f"{s.get('tool')} {_clip(str(s.get('args', '')), 120)} -> {_clip(str(s.get('result', '')), 120)}"
-                      for s in steps)
+    shown = "; ".join(
+        f"{s.get('tool')} {clip_end(str(s.get('args', '')), 120)} -> {clip_end(str(s.get('result', '')), 120)}"
+        for s in steps)
     task = str(content.get("task", "")).split("\n\n")[0]  # its first paragraph: the rest repeats the world's rules
-    return (f"task: {_clip(task, 160)} | outcome: {content.get('outcome')} "
-            f"({content.get('verification')}) | lesson: {_clip(str(content.get('lesson', '')), 300)} | steps: {shown}")
+    lesson = clip_end(str(content.get("lesson", "")), 300)
+    return (f"task: {clip_end(task, 160)} | outcome: {content.get('outcome')} ({content.get('verification')})"
+            f" | lesson: {lesson} | steps: {shown}")
 
 
 def render_item(item: CarrierItem) -> str:
@@ -128,7 +126,7 @@ def signature(tool: ToolSpec) -> str:
     required = tool.parameters.get("required")
     need = set(required) if isinstance(required, list) else set()
     args = [f"{name}{'' if name in need else '?'}: {_arg_type(spec)}"
-            + (f" ({_clip(str(spec['description']), 60)})" if spec.get("description") else "")
+            + (f" ({clip_end(str(spec['description']), 60)})" if spec.get("description") else "")
             for name, spec in props.items() if isinstance(spec, dict)] if isinstance(props, dict) else []
     return f"{tool.name}({', '.join(args)})"
 

@@ -49,6 +49,11 @@ def is_decision_point(step: Step, *, last: bool = False) -> bool:
     )
 
 
+def clip_end(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters with an ellipsis (where only the start matters)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def shorten_middle(text: str, max_chars: int) -> str:
     """`text` with its middle replaced by a marker when it is longer than `max_chars`.
 

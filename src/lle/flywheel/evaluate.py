@@ -75,16 +75,22 @@ class RunResults:
         return [(r, self.total("none" if r == 0 else strategy, r)) for r in rounds]
 
 
+def batch_round(batch: str) -> tuple[int, str]:
+    """(round, phase) of a batch label `RUN/STRATEGY/rN/PHASE[/…]` (phase: train, eval or skill)."""
+    round_text, phase = batch.split("/")[2:4]
+    return int(round_text.lstrip("r")), phase
+
+
 def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
     rows = db.conn.execute(
         "SELECT e.batch, x.id, x.world, x.outcome, x.n_steps FROM episodes e JOIN experiences x ON x.id = e.id "
         "WHERE e.batch LIKE ? ORDER BY e.rowid", (prefix + "%",))
     cells: dict[tuple[int, str, str], Cell] = defaultdict(Cell)
     for batch, exp_id, world, outcome, n_steps in rows:
-        round_text, phase = str(batch)[len(prefix):].split("/")[:2]  # rN/train, rN/eval, rN/skill/NAME/arm
+        round_, phase = batch_round(str(batch))
         if phase == "skill":
             continue  # a skill's A/B replay: counted by its gate decision, not as a train episode
-        cell = cells[(int(round_text.lstrip("r")), phase, str(world))]
+        cell = cells[(round_, phase, str(world))]
         cell.n += 1
         if outcome == "pass":
             cell.passed += 1
@@ -96,7 +102,7 @@ def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
 
 def _growth(db: Store, config: RunConfig) -> dict[int, dict[str, int]]:
     """Cumulative admissions per round, each update placed in the round of the episodes it came from."""
-    round_of = {str(i): int(str(b).split("/")[2].lstrip("r")) for i, b in db.conn.execute(
+    round_of = {str(i): batch_round(str(b))[0] for i, b in db.conn.execute(
         "SELECT id, batch FROM episodes WHERE batch LIKE ?", (config.id + "/%",))}
     per_round: dict[int, Counter[str]] = defaultdict(Counter)
     for update in db.list_updates(limit=10_000_000):

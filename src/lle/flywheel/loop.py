@@ -125,7 +125,7 @@ class Flywheel:
                 assess=assess_experience,
             )
 
-    def route(self, strategy: str, db_path: Path, experiences: list[Experience], label: str = "") -> None:
+    def route(self, strategy: str, db_path: Path, experiences: list[Experience], label: str) -> None:
         written: list[Update] = []
         with Store(db_path) as db:
             router = None
