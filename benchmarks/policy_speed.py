@@ -40,7 +40,7 @@ from lle.errors import InvalidInputError
 from lle.policies.catalog import DEFAULT_MODEL, make_policy
 from lle.policies.llama import LlamaPolicy
 from lle.policies.openai import extract_json
-from lle.runtime.tools import parse_action
+from lle.actions import parse_action
 from lle.worlds.base import open_family, open_world
 
 

@@ -17,8 +17,8 @@ from lle.core import ActionRequest, Context, Experience, Feedback, Message, Outc
 from lle.evidence import assess_experience
 from lle.evidence.verifiers import human_verdict
 from lle.policies.scripted import ScriptedPolicy
-from lle.router.hygiene import ContaminationIndex, redact
-from lle.router.lineage import revoke
+from lle.governance.hygiene import ContaminationIndex, redact
+from lle.governance.lineage import revoke
 from lle.runtime.harness import run_episode
 from lle.store import Store
 from lle.worlds.base import open_world

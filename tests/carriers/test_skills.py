@@ -43,8 +43,8 @@ from lle.core import (
 )
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
-from lle.router import gates
-from lle.router.lineage import active_items, revoke
+from lle.governance import gates
+from lle.governance.lineage import active_items, revoke
 from lle.runtime.harness import run_episode
 from lle.store import Store
 from lle.worlds.toy import KeysFamily, oracle_actions, oracle_policy

@@ -19,7 +19,7 @@ from lle.carriers.skills import SkillLibrary, SkillState
 from lle.core import Outcome, RunConfig, Split, UpdateOp
 from lle.flywheel import loop, report
 from lle.flywheel.evaluate import table, wilson
-from lle.router.lineage import revoke
+from lle.governance.lineage import revoke
 from lle.store import Store
 
 

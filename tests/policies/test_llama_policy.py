@@ -13,7 +13,7 @@ from lle.core import Context, Message, SmallWorld, ToolSpec
 from lle.errors import InvalidInputError, ModelError, PolicyBackendError
 from lle.policies.catalog import CATALOG, make_policy
 from lle.policies.llama import LlamaPolicy, decoding_schema, threads_from_env
-from lle.runtime.tools import action_schema, parse_action
+from lle.actions import action_schema, parse_action
 
 TOOLS = [
     ToolSpec(name="look", description="Describe the room."),

@@ -16,7 +16,7 @@ import pytest
 from lle.core import Context, Message, ToolSpec
 from lle.errors import InvalidInputError, PolicyBackendError
 from lle.policies.openai import OpenAIPolicy, extract_json
-from lle.runtime.tools import action_schema
+from lle.actions import action_schema
 
 TOOLS = [
     ToolSpec(name="look", description="Look."),

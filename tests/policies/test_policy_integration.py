@@ -19,7 +19,7 @@ from lle.core import Experience, Limits, Split
 from lle.policies.llama import LlamaPolicy, load_token_counter
 from lle.policies.openai import OpenAIPolicy
 from lle.runtime.harness import NO_ACTION, run_episode, stop_of
-from lle.runtime.tools import action_schema, parse_action
+from lle.actions import action_schema, parse_action
 from lle.store import Store
 from lle.worlds.base import open_family, open_world
 

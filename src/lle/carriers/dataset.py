@@ -53,10 +53,10 @@ from lle.core import (
 )
 from lle.errors import InvalidInputError, LleError, StoreError, UnknownIdError
 from lle.evidence.evidence import decide
-from lle.router import gates
-from lle.router.hygiene import ContaminationIndex, DedupeIndex, find_instructions, quote_untrusted, redact
-from lle.router.hygiene import scrub_experience as scrub
-from lle.router.lineage import active_items, admit_item, denylist
+from lle.governance import gates
+from lle.governance.hygiene import ContaminationIndex, DedupeIndex, find_instructions, quote_untrusted, redact
+from lle.governance.hygiene import scrub_experience as scrub
+from lle.governance.lineage import active_items, admit_item, denylist
 from lle.runtime.harness import NO_ACTION
 from lle.store import Store
 from lle.worlds.base import open_world

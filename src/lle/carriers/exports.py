@@ -40,8 +40,8 @@ from lle.carriers.dataset import (
 )
 from lle.core import Experience, Message, Outcome, SmallWorld, canonical_json, new_id, utcnow
 from lle.errors import InvalidInputError, LleError
-from lle.router.hygiene import scrub_experience
-from lle.router.lineage import denylist
+from lle.governance.hygiene import scrub_experience
+from lle.governance.lineage import denylist
 from lle.store import Store
 
 FORMATS = ("sft", "dpo", "rl")

@@ -29,8 +29,8 @@ from lle.core import (
     UpdateOp,
 )
 from lle.errors import InvalidInputError
-from lle.router import gates
-from lle.router.lineage import admit_item, denylist, item_states, revoke, update_history
+from lle.governance import gates
+from lle.governance.lineage import admit_item, denylist, item_states, revoke, update_history
 from lle.store import Store
 
 STATES = {UpdateOp.admit: "active", UpdateOp.activate: "active", UpdateOp.supersede: "superseded",

@@ -46,8 +46,8 @@ from lle.core import (
 )
 from lle.errors import InvalidInputError, UnknownIdError
 from lle.evidence import assess_experience
-from lle.router import gates
-from lle.router.lineage import admit_item, denylist, revoke
+from lle.governance import gates
+from lle.governance.lineage import admit_item, denylist, revoke
 from lle.runtime.harness import run_episode
 from lle.runtime.parallel import PolicyFactory
 from lle.store import Store

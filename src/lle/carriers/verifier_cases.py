@@ -46,9 +46,9 @@ from lle.core import (
 )
 from lle.errors import InvalidInputError, UnknownIdError
 from lle.evidence import verifiers
-from lle.router import gates
-from lle.router.lineage import admit_item, denylist, item_states, revoke
-from lle.router.pii import redact
+from lle.governance import gates
+from lle.governance.lineage import admit_item, denylist, item_states, revoke
+from lle.governance.pii import redact
 from lle.store import Store
 
 VERIFIER_ID = "verifier/cases-v1"

@@ -10,7 +10,7 @@ from rich.table import Table
 from lle.cli.common import console, open_store, print_json
 from lle.core import CarrierItem, CarrierKind, Scope, ScopeLevel
 from lle.errors import UnknownIdError
-from lle.router.lineage import active_items, denylist
+from lle.governance.lineage import active_items, denylist
 
 memory_app = typer.Typer(help="Episodic memory (active items: the ledger minus revocations).", no_args_is_help=True)
 rules_app = typer.Typer(help="Project rules with their state (candidate, active, superseded, revoked).",

@@ -14,7 +14,7 @@ from lle.carriers.exports import FORMATS, snapshots
 from lle.cli.common import console, err_console, open_store, print_json, settings
 from lle.core import UpdateOp
 from lle.errors import InvalidInputError
-from lle.router.hygiene import ContaminationIndex
+from lle.governance.hygiene import ContaminationIndex
 
 app = typer.Typer(help="Export the dataset carrier as training data (JSONL for Hugging Face datasets).",
                   no_args_is_help=True)

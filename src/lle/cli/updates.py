@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from lle.cli.common import console, open_store, print_json
-from lle.router import lineage
+from lle.governance import lineage
 
 app = typer.Typer(help="Carrier updates: every routing decision, with its gate and reasons.", no_args_is_help=True)
 

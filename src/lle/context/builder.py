@@ -29,7 +29,7 @@ from typing import Any
 from lle.context.compress import TrajectoryLine, clip_end, compress_trajectory, format_line, shorten_middle
 from lle.core import CarrierItem, Context, Message, Scope, SmallWorld, Step, ToolSpec
 from lle.errors import InvalidInputError
-from lle.runtime.tools import action_schema
+from lle.actions import action_schema
 
 CountTokens = Callable[[str], int]
 Retrieve = Callable[[SmallWorld, str], Sequence[CarrierItem]]

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from lle.core import Context, Message, SmallWorld, Step, ToolSpec
-from lle.runtime.tools import action_schema
+from lle.actions import action_schema
 
 
 class PlainContextBuilder:

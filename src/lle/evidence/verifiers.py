@@ -37,7 +37,7 @@ from lle.core import (
     ToolSpec,
 )
 from lle.errors import InvalidInputError
-from lle.runtime.tools import action_schema
+from lle.actions import action_schema
 
 Cost = Literal["cheap", "expensive"]
 

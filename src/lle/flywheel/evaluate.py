@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lle.core import CarrierKind, Revocation, RunConfig, UpdateOp
 from lle.flywheel.loop import strategy_db
-from lle.router.lineage import active_items
+from lle.governance.lineage import active_items
 from lle.store import Store
 
 Z95 = 1.959964

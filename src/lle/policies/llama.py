@@ -29,7 +29,7 @@ from typing import Any
 
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, ModelError, PolicyBackendError
-from lle.runtime.tools import parse_action
+from lle.actions import parse_action
 
 DEFAULT_THREADS = 2
 

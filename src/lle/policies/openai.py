@@ -28,7 +28,7 @@ import openai
 
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, PolicyBackendError
-from lle.runtime.tools import parse_action
+from lle.actions import parse_action
 
 Mode = Literal["json_schema", "json_object", "tools", "prompt"]
 MODES: tuple[Mode, ...] = ("json_schema", "json_object", "tools", "prompt")

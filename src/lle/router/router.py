@@ -20,8 +20,8 @@ from lle.carriers.memory import MemoryCarrier, memory_item_from
 from lle.carriers.rules import RuleBook, lessons_from
 from lle.carriers.skills import SkillLibrary
 from lle.core import CarrierKind, Experience, GateResult, Scope, ScopeLevel, Update, UpdateOp
-from lle.router import gates, hygiene
-from lle.router.lineage import denylist
+from lle.governance import gates, hygiene
+from lle.governance.lineage import denylist
 from lle.store import Store
 
 

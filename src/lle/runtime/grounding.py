@@ -38,7 +38,7 @@ from lle.core import (
     canonical_json,
 )
 from lle.errors import WorldError
-from lle.runtime.tools import action_schema
+from lle.actions import action_schema
 from lle.worlds.base import ToolWorld
 
 PATH_FORMAT = "path"

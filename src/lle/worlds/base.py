@@ -22,7 +22,7 @@ from pydantic import JsonValue
 
 from lle.core import ActionRequest, Outcome, SmallWorld, Split, ToolSpec, World, WorldStep, canonical_json
 from lle.errors import InvalidInputError, RegistryError, WorldError
-from lle.runtime.tools import action_schema
+from lle.actions import action_schema
 
 __all__ = [
     "AnchorResult",

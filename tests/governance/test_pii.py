@@ -29,8 +29,8 @@ from lle.core import (
     Strength,
     new_id,
 )
-from lle.router.hygiene import scrub_experience
-from lle.router.pii import card_ok, find_instructions, iban_ok, looks_random, luhn_ok, redact
+from lle.governance.hygiene import scrub_experience
+from lle.governance.pii import card_ok, find_instructions, iban_ok, looks_random, luhn_ok, redact
 from lle.worlds.toy.layout import make_layout
 
 FIRST = ["Ada", "Grace", "Alan", "Maria", "Chen", "Fatima", "Olu", "Ingrid", "Raj", "Sofia", "Kenji", "Amara"]

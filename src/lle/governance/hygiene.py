@@ -1,6 +1,6 @@
 """Hygiene (issue 7), run before anything leaves an episode: PII, untrusted text, dedupe, contamination.
 
-- `scrub_experience` redacts PII and secrets in every string of the trajectory (`lle.router.pii`),
+- `scrub_experience` redacts PII and secrets in every string of the trajectory (`lle.governance.pii`),
   flags observations that carry instruction-like text, quotes those as data with their source,
   records what it did in `hygiene`, and re-seals the experience.
 - `find_instructions` / `carries_untrusted_instruction` detect prompt-injection text in the style of
@@ -35,7 +35,7 @@ from pydantic import JsonValue
 import lle
 from lle import registry
 from lle.core import Experience, SmallWorld, Split, canonical_json
-from lle.router.pii import PLACEHOLDERS, carries_untrusted_instruction, find_instructions, redact
+from lle.governance.pii import PLACEHOLDERS, carries_untrusted_instruction, find_instructions, redact
 from lle.worlds.base import TaskFamily
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invaria
 from factories import build_experience
 from lle.core import CarrierItem, CarrierKind, GateResult, Scope, ScopeLevel, Update, UpdateOp
 from lle.errors import InvalidInputError, UnknownIdError
-from lle.router import lineage
+from lle.governance import lineage
 from lle.store import Store
 
 SCOPE = Scope(level=ScopeLevel.project, family="sql", project="shop")
