@@ -6,11 +6,35 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: run test lint setup sandbox-deps bench clean
 
-$(STAMP): pyproject.toml
+# llama.cpp is built portably: no -march=native, no AVX-512 or AMX code paths, so the wheel runs on any
+# x86-64 CPU with AVX2 whatever machine built it. pip's own wheel cache keys on the sdist, not on
+# CMAKE_ARGS, so a native wheel could follow a user to another machine: we build the wheel ourselves
+# into a folder named by the version and the flags, and install llama-cpp-python only from there.
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_BACKEND_DL=OFF \
+  -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+  -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+  -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DGGML_AVX_VNNI=OFF
+LLAMA_KEY := $(shell printf '%s %s' '$(LLAMA_VERSION)' '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-16)
+LLE_WHEEL_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/lle/wheels
+LLAMA_WHEELS := $(LLE_WHEEL_DIR)/llama-cpp-python-$(LLAMA_VERSION)-portable-$(LLAMA_KEY)
+
+$(LLAMA_WHEELS)/FLAGS:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# The llama extra compiles llama.cpp (minutes on 2 cores, once: pip caches the wheel); LLaVA is not needed.
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(BIN)/python -m pip install --quiet -e '.[dev,llama]'
+	@echo "building llama-cpp-python $(LLAMA_VERSION) portably (about 5 minutes on 2 cores, once per flag set)"
+	rm -rf $(LLAMA_WHEELS).partial && mkdir -p $(LLAMA_WHEELS).partial
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip wheel --quiet \
+	  --no-cache-dir --no-deps --no-binary llama-cpp-python -w $(LLAMA_WHEELS).partial 'llama-cpp-python==$(LLAMA_VERSION)'
+	printf '%s\n' '$(LLAMA_CMAKE_ARGS)' > $(LLAMA_WHEELS).partial/FLAGS
+	rm -rf $(LLAMA_WHEELS) && mv $(LLAMA_WHEELS).partial $(LLAMA_WHEELS)
+
+$(STAMP): pyproject.toml $(LLAMA_WHEELS)/FLAGS
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# --only-binary: llama-cpp-python comes from the portable wheel above and is never built from the sdist.
+	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -e '.[dev,llama]'
+	cp $(LLAMA_WHEELS)/FLAGS $(VENV)/llama-build-flags
 	rm -f $(VENV)/.installed-* && touch $@
 
 setup: $(STAMP)
