@@ -21,9 +21,18 @@ def threads() -> int:
 @pytest.fixture(scope="session")
 def smollm_path() -> Path:
     pytest.importorskip("llama_cpp", reason="the llama extra is not installed (make test installs it)")
+    from lle.errors import ModelError
     from lle.policies.catalog import DEFAULT_MODEL, locate
+    from lle.policies.doctor import check_model
 
-    return locate(DEFAULT_MODEL)
+    path = locate(DEFAULT_MODEL)
+    # Decode once in a child process first: a llama.cpp build that does not fit this CPU then fails the
+    # tests with the reason and the fix instead of killing the whole run with a segmentation fault.
+    try:
+        check_model(path, tokens=2)
+    except ModelError as err:
+        pytest.fail(f"the embedded model does not run on this machine: {err}")
+    return path
 
 
 @pytest.fixture(scope="session")

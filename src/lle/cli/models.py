@@ -1,4 +1,4 @@
-"""`lle models list|pull|verify`: the model catalog, pinned by sha256."""
+"""`lle models list|pull|verify|check`: the model catalog, pinned by sha256, and whether it runs here."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from lle.cli.common import console, print_json, settings
-from lle.policies import catalog
+from lle.policies import catalog, doctor
 
 app = typer.Typer(help="Local models (GGUF) pinned by sha256.", no_args_is_help=True)
 
@@ -80,3 +80,33 @@ def verify(
     else:
         state = "verified" if ok else "not pinned (pass --sha256 to check)"
         console.print(f"{path}: sha256 {digest} {state}", highlight=False)
+
+
+@app.command("check")
+def check(
+    target: str = typer.Argument(catalog.DEFAULT_MODEL, help="Catalog name or PATH.gguf."),
+    tokens: int = typer.Option(8, "--tokens", min=1, max=256, help="Tokens to decode."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Load the model and decode a few tokens in a child process; report the CPU features llama.cpp uses.
+
+    A build that does not fit this CPU crashes the child, not you: the error names the signal and the fix.
+    """
+    path = catalog.locate(target, settings.workspace) if target in catalog.CATALOG else Path(target).expanduser()
+    if not path.is_file():
+        catalog.verify_file(path, "")  # raises the missing-file error
+    report = doctor.check_model(path, tokens=tokens)
+    if as_json:
+        print_json(report)
+        return
+    rate = report["completion_tokens"] / report["decode_s"] if report["decode_s"] else 0.0
+    console.print(f"{path.name}: decoded {report['completion_tokens']} tokens in {report['decode_s']:.2f} s "
+                  f"({rate:.0f} tok/s, loaded in {report['load_s']:.2f} s) with llama-cpp-python "
+                  f"{report['llama_cpp_python']}", highlight=False, markup=False)
+    console.print(f"CPU features in use: {' '.join(report['features']) or 'none reported'}",
+                  highlight=False, markup=False)
+    flags = report["build_flags"] or "unknown (not built by `make setup`)"
+    console.print(f"build flags: {flags}", highlight=False, markup=False)
+    if report["cpu_lacks"]:
+        console.print(f"warning: compiled with {', '.join(report['cpu_lacks'])}, which this CPU lacks; "
+                      f"fix: {doctor.REBUILD_FIX}", highlight=False, markup=False)

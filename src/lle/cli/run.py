@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from pathlib import Path
 
 import typer
 from rich import box
@@ -16,6 +17,7 @@ from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
 from lle.flywheel.evaluate import table
 from lle.flywheel.strategies import STRATEGIES, check_strategy
+from lle.policies import doctor
 
 runs_app = typer.Typer(help="Flywheel runs.", no_args_is_help=True)
 
@@ -71,6 +73,10 @@ def run(
         config = RunConfig(suite=suite, model=model, strategies=chosen, rounds=rounds,
                            train_per_round=train, eval_tasks=eval_tasks, workers=workers, max_steps=max_steps,
                            seed=seed, scenario=scenario)
+    if config.model != "oracle" and not config.model.startswith("openai:"):
+        # Decode once in a child process: a llama.cpp build that does not fit this CPU is then one line
+        # with the fix, before any run folder exists, instead of a crashed worker.
+        doctor.check_model(Path(loop.model_path(config) or config.model), tokens=1)
     learning = [s for s in config.strategies if s != "none"]
     total = config.eval_tasks + len(learning) * config.rounds * (config.train_per_round + config.eval_tasks)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ok]}"),
