@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lle.context import ContextBuilder
+from lle.context import BudgetedContextBuilder
 from lle.core import ActionRequest, Context, Experience, LLMCall, SmallWorld, Split, Step, WorldStep, new_id
 from lle.core import ContextBuilder as ContextBuilderProtocol
 from lle.policies import ScriptedPolicy
@@ -106,9 +106,9 @@ def overhead(worlds: list[SmallWorld], store: Store | None, builder: type[Contex
 
 def sandbox_startup(runs: int = 10) -> dict[str, Any]:
     try:
-        from lle.runtime.sandbox import Sandbox, SandboxLimits
+        from lle.sandbox import Sandbox, SandboxLimits
     except ImportError as err:
-        return {"median_ms": None, "reason": f"lle.runtime.sandbox is not importable: {err}"}
+        return {"median_ms": None, "reason": f"lle.sandbox is not importable: {err}"}
     try:
         sandbox = Sandbox(SandboxLimits())
         times, sandboxed = [], False
@@ -176,7 +176,7 @@ def main() -> None:
                 "without_store": overhead(worlds, None, None),
                 "with_store_commits": with_store,
                 "store_append_step_alone": commits,
-                "without_store_budgeted_context": overhead(worlds, None, ContextBuilder),
+                "without_store_budgeted_context": overhead(worlds, None, BudgetedContextBuilder),
                 "note": "excludes policy.act and world.step; includes context building, grounding (schema, "
                         "permissions, state snapshot and diff), recording; with_store adds one fsync'd "
                         "transaction per step",

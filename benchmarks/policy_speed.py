@@ -5,7 +5,7 @@
 Measures, for realistic `toy/keys-v1` contexts: prompt and generation tokens/s (from llama.cpp's
 own timers), actions/s and the share of replies that validate, with the schema-constrained decode
 (what `LlamaPolicy.act` does) and without it (the same prompt, free text, parsed afterwards); and the
-time `ContextBuilder.build` takes per step with the model's tokenizer and with the default estimate.
+time `BudgetedContextBuilder.build` takes per step with the model's tokenizer and with the default estimate.
 Threads come from `LLE_THREADS` (default 2). Numbers depend on the machine and on what else runs.
 """
 
@@ -21,7 +21,8 @@ from typing import Any
 
 import llama_cpp
 
-from lle.context import ContextBuilder
+from lle.actions import parse_action
+from lle.context import BudgetedContextBuilder
 from lle.core import (
     ActionRequest,
     CarrierItem,
@@ -40,11 +41,10 @@ from lle.errors import InvalidInputError
 from lle.policies.catalog import DEFAULT_MODEL, make_policy
 from lle.policies.llama import LlamaPolicy
 from lle.policies.openai import extract_json
-from lle.actions import parse_action
 from lle.worlds.base import open_family, open_world
 
 
-def contexts(builder: ContextBuilder, sw: SmallWorld, tools: list[ToolSpec], n: int) -> list[Context]:
+def contexts(builder: BudgetedContextBuilder, sw: SmallWorld, tools: list[ToolSpec], n: int) -> list[Context]:
     """n contexts of one growing episode (history grows by one step each)."""
     rooms = ["hall", "kitchen", "cellar", "library", "vault antechamber"]
     history: list[Step] = []
@@ -89,7 +89,8 @@ def run(policy: LlamaPolicy, ctxs: list[Context], *, schema: bool) -> dict[str, 
     }
 
 
-def build_times(builder: ContextBuilder, sw: SmallWorld, tools: list[ToolSpec], repeats: int = 30) -> dict[str, float]:
+def build_times(builder: BudgetedContextBuilder, sw: SmallWorld, tools: list[ToolSpec],
+                repeats: int = 30) -> dict[str, float]:
     history = [Step(index=i, request=ActionRequest(tool="look"), executed=ExecutedAction(tool="look", allowed=True),
                     effect=Effect(observation=f"room {i % 3}: " + "dust " * 40)) for i in range(30)]
     obs = "You see: " + ", ".join(f"item {k}" for k in range(300))
@@ -113,7 +114,7 @@ def main() -> None:
     load_s = time.perf_counter() - load_start
     sw = open_family("toy/keys-v1").small_world(Split.train, 0)
     tools = open_world(sw).tools
-    ctxs = contexts(ContextBuilder(count_tokens=policy.count_tokens), sw, tools, args.steps)
+    ctxs = contexts(BudgetedContextBuilder(count_tokens=policy.count_tokens), sw, tools, args.steps)
     run(policy, ctxs[:1], schema=True)  # warm-up: compiles the grammar once, as a real episode does
 
     items = [CarrierItem(carrier=CarrierKind.memory, scope=Scope(level=ScopeLevel.project, project="manor"),
@@ -127,8 +128,9 @@ def main() -> None:
         "with_schema": run(policy, ctxs, schema=True),
         "without_schema": run(policy, ctxs, schema=False),
         "context_build": {
-            "model_tokenizer": build_times(ContextBuilder(count_tokens=policy.count_tokens, items=items), sw, tools),
-            "estimate": build_times(ContextBuilder(items=items), sw, tools),
+            "model_tokenizer": build_times(BudgetedContextBuilder(count_tokens=policy.count_tokens, items=items),
+                                           sw, tools),
+            "estimate": build_times(BudgetedContextBuilder(items=items), sw, tools),
             "note": "30-step history, 8 carrier items, 300-item observation, budget 1536 tokens",
         },
     }

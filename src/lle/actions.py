@@ -14,6 +14,10 @@ import jsonschema
 from lle.core import ActionRequest, ToolSpec
 from lle.errors import InvalidInputError
 
+NO_ACTION = "<none>"
+"""Tool name recorded when the policy failed before producing an action (the harness writes it; the
+dataset never trains on it)."""
+
 
 def action_schema(tools: list[ToolSpec]) -> dict[str, Any]:
     """The JSON schema of an action over `tools`."""

@@ -11,14 +11,15 @@ import apsw
 import datasets  # type: ignore[import-untyped]
 import pytest
 
-from lle.carriers.dataset import Dataset, recompute_reward, row_texts, seen_messages, sft_rows
-from lle.carriers.exports import snapshots
+from lle.carriers.dataset import Dataset, row_texts, seen_messages, sft_rows
+from lle.carriers.exports import export, snapshots
 from lle.core import ActionRequest, Context, Experience, Feedback, Message, Outcome, SmallWorld, Split, UpdateOp
 from lle.evidence import assess_experience
 from lle.evidence.verifiers import human_verdict
-from lle.policies.scripted import ScriptedPolicy
+from lle.flywheel.reward import recompute_reward
 from lle.governance.hygiene import ContaminationIndex, redact
 from lle.governance.lineage import revoke
+from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
 from lle.store import Store
 from lle.worlds.base import open_world
@@ -120,7 +121,7 @@ def test_rebuilt_messages_are_what_the_policy_saw(tmp_path: Path) -> None:
 def exported(built: Built, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert built.dataset is not None
     out = tmp_path_factory.mktemp("exports")
-    return {fmt: Path(built.dataset.export(fmt, out).path) for fmt in ("sft", "dpo", "rl")}
+    return {fmt: Path(export(built.dataset, fmt, out).path) for fmt in ("sft", "dpo", "rl")}
 
 
 def test_exports_load_with_hugging_face_datasets(built: Built, exported: dict[str, Path]) -> None:
@@ -186,7 +187,7 @@ def test_revocation_taints_the_snapshots_that_contain_it(built: Built, exported:
     dpo = next(s for s in now.values() if s.format == "dpo")
     assert built.ids["fail1"] in dpo.tainted_by
     assert exported["dpo"].read_text() == next(p for p in by_path if p.name == "dpo.jsonl").read_text()
-    fresh = built.dataset.export("dpo", tmp_path)
+    fresh = export(built.dataset, "dpo", tmp_path)
     assert fresh.n_rows == 1 and not fresh.tainted and built.ids["fail1"] not in fresh.experience_ids
     with pytest.raises(apsw.ConstraintError, match="append-only"):
         built.store.conn.execute("DELETE FROM export_rows")
@@ -196,7 +197,7 @@ def test_a_later_fail_verdict_takes_a_success_out_of_sft(built: Built, tmp_path:
     assert built.dataset is not None
     exp = built.store.get_experience(built.ids["pass0"])
     built.store.append_evidence(human_verdict(exp.id, exp.small_world, Outcome.failed, "wrong vault", "tester"))
-    snap = built.dataset.export("sft", tmp_path)
+    snap = export(built.dataset, "sft", tmp_path)
     assert exp.id not in snap.experience_ids and snap.skipped == {"outcome changed since admission": 1}
 
 

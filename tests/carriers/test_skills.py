@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from lle.carriers.skill_mining import (
-    SkillAwarePolicy,
     SkillCall,
     SkillDescriptor,
     SkillSlot,
@@ -43,6 +42,7 @@ from lle.core import (
 )
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
+from lle.flywheel.replay import SkillAwarePolicy, validate_skill
 from lle.governance import gates
 from lle.governance.lineage import active_items, revoke
 from lle.runtime.harness import run_episode
@@ -120,7 +120,7 @@ def test_validated_skill_expands_through_the_harness(mined: tuple[SkillLibrary, 
     library, _ = mined
     take = library.get("take_key_go")
     assert library.offered(train(20)) == []  # a candidate is never offered
-    result = library.validate(take.item_id, [train(s) for s in range(10, 14)], policy_with([take]))
+    result = validate_skill(library, take.item_id, [train(s) for s in range(10, 14)], policy_with([take]))
     assert result.gate.passed and result.state is SkillState.active and all(p.used for p in result.pairs)
     assert [u.op for u in result.updates] == [UpdateOp.admit, UpdateOp.activate]
     sw = train(14)
@@ -173,7 +173,7 @@ def test_a_harmful_skill_is_retired_by_the_monitor_with_its_evidence(store: Stor
     skill = library.import_descriptor(harmful.model_dump(mode="json"), actor="test")
     near = [train(s) for s in range(30) if key_next_to_door(train(s))][:4]
     far = [train(s) for s in range(30) if not key_next_to_door(train(s))][:4]
-    validated = library.validate(skill.item_id, near, policy_with([skill], "first"))
+    validated = validate_skill(library, skill.item_id, near, policy_with([skill], "first"))
     assert validated.state is SkillState.active, validated.gate.reasons
     used: list[str] = []
     for sw in far:
@@ -203,8 +203,8 @@ def test_validation_rejects_a_regression_and_refuses_held_out_worlds(store: Stor
         SkillCall(tool="take", args={"item": "key"}), SkillCall(tool="submit")]).finished()
     skill = library.import_descriptor(harmful.model_dump(mode="json"), actor="test")
     with pytest.raises(InvalidInputError, match="train small worlds only"):
-        library.validate(skill.item_id, [FAMILY.small_world(Split.dev, 0)], policy_with([skill], "first"))
-    result = library.validate(skill.item_id, [train(s) for s in range(4)], policy_with([skill], "first"))
+        validate_skill(library, skill.item_id, [FAMILY.small_world(Split.dev, 0)], policy_with([skill], "first"))
+    result = validate_skill(library, skill.item_id, [train(s) for s in range(4)], policy_with([skill], "first"))
     assert result.state is SkillState.rejected and not result.gate.passed
     assert sum(p.passed_without for p in result.pairs) == 4 and sum(p.passed_with for p in result.pairs) == 0
     assert any("a regression" in r for r in result.gate.reasons)
@@ -233,7 +233,7 @@ def test_an_imported_descriptor_starts_as_a_candidate_and_must_validate_again(
             there.import_descriptor(document, actor="alice")
         with pytest.raises(InvalidInputError, match="not a skill descriptor"):
             there.import_descriptor({**document, "calls": []}, actor="alice")
-        result = there.validate(imported.item_id, [train(s) for s in range(10, 14)], policy_with([imported]))
+        result = validate_skill(there, imported.item_id, [train(s) for s in range(10, 14)], policy_with([imported]))
         assert result.state is SkillState.active
         assert [s.item_id for s in there.offered(train(20))] == [imported.item_id]
 
@@ -241,14 +241,14 @@ def test_an_imported_descriptor_starts_as_a_candidate_and_must_validate_again(
 def test_a_newer_version_supersedes_the_active_one(mined: tuple[SkillLibrary, list[Experience]]) -> None:
     library, _ = mined
     first = library.get("take_key_go")
-    library.validate(first.item_id, [train(s) for s in range(10, 14)], policy_with([first]))
+    validate_skill(library, first.item_id, [train(s) for s in range(10, 14)], policy_with([first]))
     renamed = library.export(first.item_id)
     renamed["calls"][1]["slots"] = {"direction": "way"}
     renamed["slots"][0]["name"] = "way"
     second = library.import_descriptor(renamed, actor="erin")
     assert second.descriptor.version == 2 and second.state is SkillState.candidate
     assert [s.item_id for s in library.offered(train(20))] == [first.item_id]  # v1 stays until v2 validates
-    result = library.validate(second.item_id, [train(s) for s in range(10, 14)], policy_with([second]))
+    result = validate_skill(library, second.item_id, [train(s) for s in range(10, 14)], policy_with([second]))
     assert [u.op for u in result.updates] == [UpdateOp.admit, UpdateOp.supersede, UpdateOp.activate]
     assert library.get(first.item_id).state is SkillState.superseded
     assert [s.item_id for s in library.offered(train(20))] == [second.item_id]
@@ -278,7 +278,7 @@ def test_invalid_lifecycle_transitions_raise(mined: tuple[SkillLibrary, list[Exp
         with pytest.raises(SkillTransitionError, match="it has ended"):
             library.transition(skill.item_id, op)
     with pytest.raises(SkillTransitionError):
-        library.validate(skill.item_id, [train(10)], policy_with([skill]))
+        validate_skill(library, skill.item_id, [train(10)], policy_with([skill]))
 
 
 def test_revoking_a_supporting_experience_revokes_the_skill_and_its_composites(
@@ -303,7 +303,7 @@ def test_expired_skills_are_not_offered(store: Store) -> None:
     record(store, library, range(6))
     take = library.get("take_key_go")
     assert take.descriptor.expires_at is not None
-    library.validate(take.item_id, [train(s) for s in range(10, 14)], policy_with([take]))
+    validate_skill(library, take.item_id, [train(s) for s in range(10, 14)], policy_with([take]))
     assert [s.name for s in library.offered(train(20))] == ["take_key_go"]
     assert library.offered(train(20), now=utcnow() + timedelta(hours=2)) == []
 

@@ -26,8 +26,8 @@ from lle.core import (
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.evidence.verifiers import human_verdict, task_scope
-from lle.policies.scripted import ScriptedPolicy
 from lle.governance.lineage import revoke
+from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
 from lle.store import Store
 from lle.worlds.math.items import entry

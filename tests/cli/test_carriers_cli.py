@@ -11,8 +11,8 @@ import pytest
 
 from lle.core import Split
 from lle.evidence import assess_experience
-from lle.policies.scripted import ScriptedPolicy
 from lle.governance.hygiene import ContaminationIndex
+from lle.policies.scripted import ScriptedPolicy
 from lle.router.router import UpdateRouter
 from lle.runtime.harness import run_episode
 from lle.store import Store

@@ -12,7 +12,7 @@ from lle.evidence import assess_experience
 from lle.evidence.hacking import find_hacks
 from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
-from lle.runtime.sandbox import bwrap_available
+from lle.sandbox import bwrap_available
 from lle.worlds.code.catalog import load_problems
 from lle.worlds.code.humaneval import HumanEvalFamily, decode_world_seed, module_path, task_of
 

@@ -11,7 +11,7 @@ from lle.core import ActionRequest, Outcome, Policy, SmallWorld, Split, Verifica
 from lle.evidence import assess_experience
 from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
-from lle.runtime.sandbox import bwrap_available
+from lle.sandbox import bwrap_available
 from lle.worlds.base import open_family
 
 

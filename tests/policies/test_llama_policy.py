@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from lle.context import ContextBuilder
+from lle.actions import action_schema, parse_action
+from lle.context import BudgetedContextBuilder
 from lle.core import Context, Message, SmallWorld, ToolSpec
 from lle.errors import InvalidInputError, ModelError, PolicyBackendError
 from lle.policies.catalog import CATALOG, make_policy
 from lle.policies.llama import LlamaPolicy, decoding_schema, threads_from_env
-from lle.actions import action_schema, parse_action
 
 TOOLS = [
     ToolSpec(name="look", description="Describe the room."),
@@ -28,7 +28,7 @@ WORLD = SmallWorld(id="toy/keys-v1:manor:train:0", world="toy/keys-v1", family="
 
 
 def context(observation: str = "You are in the hall. Exits: north. You see: a key.") -> Context:
-    return ContextBuilder().build(WORLD, TOOLS, [], observation)
+    return BudgetedContextBuilder().build(WORLD, TOOLS, [], observation)
 
 
 @pytest.mark.slow

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from lle.actions import action_schema
 from lle.core import Context, Message, ToolSpec
 from lle.errors import InvalidInputError, PolicyBackendError
 from lle.policies.openai import OpenAIPolicy, extract_json
-from lle.actions import action_schema
 
 TOOLS = [
     ToolSpec(name="look", description="Look."),
@@ -203,7 +203,7 @@ def test_extract_json() -> None:
 
 
 def test_unreachable_server_is_a_recorded_failed_step(tmp_path: Path) -> None:
-    from lle.context import ContextBuilder
+    from lle.context import BudgetedContextBuilder
     from lle.core import Split
     from lle.runtime.harness import run_episode, stop_of
     from lle.store import Store
@@ -211,7 +211,7 @@ def test_unreachable_server_is_a_recorded_failed_step(tmp_path: Path) -> None:
 
     sw = open_family("toy/keys-v1").small_world(Split.train, 0)
     with Store(tmp_path / "lle.db") as store:
-        exp = run_episode(sw, policy(f"http://127.0.0.1:{free_port()}/v1"), ContextBuilder(), store=store)
+        exp = run_episode(sw, policy(f"http://127.0.0.1:{free_port()}/v1"), BudgetedContextBuilder(), store=store)
         stored = store.get_experience(exp.id)
     assert len(stored.steps) == 1
     assert stored.steps[0].effect.error is not None and "cannot reach" in stored.steps[0].effect.error

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from lle.context import ContextBuilder
+from lle.actions import NO_ACTION, action_schema, parse_action
+from lle.context import BudgetedContextBuilder
 from lle.core import Experience, Limits, Split
 from lle.policies.llama import LlamaPolicy, load_token_counter
 from lle.policies.openai import OpenAIPolicy
-from lle.runtime.harness import NO_ACTION, run_episode, stop_of
-from lle.actions import action_schema, parse_action
+from lle.runtime.harness import run_episode, stop_of
 from lle.store import Store
 from lle.worlds.base import open_family, open_world
 
@@ -89,7 +89,7 @@ def keys_world(seed: int, project: str | None = None) -> Any:
 @pytest.mark.timeout(600)
 def test_episode_through_llama_cpp_server(server_url: str, smollm_path: Path, tmp_path: Path) -> None:
     policy = OpenAIPolicy("smollm2-135m", base_url=server_url, timeout=60, seed=1)
-    builder = ContextBuilder(count_tokens=load_token_counter(smollm_path), budget_tokens=1536)
+    builder = BudgetedContextBuilder(count_tokens=load_token_counter(smollm_path), budget_tokens=1536)
     with Store(tmp_path / "lle.db") as store:
         exp = run_episode(keys_world(1), policy, builder, Limits(max_steps=5, max_seconds=300), store=store)
         stored = store.get_experience(exp.id)
@@ -100,7 +100,7 @@ def test_episode_through_llama_cpp_server(server_url: str, smollm_path: Path, tm
 
 @pytest.mark.timeout(600)
 def test_episode_embedded(smollm: LlamaPolicy, tmp_path: Path) -> None:
-    builder = ContextBuilder(count_tokens=smollm.count_tokens)
+    builder = BudgetedContextBuilder(count_tokens=smollm.count_tokens)
     with Store(tmp_path / "lle.db") as store:
         exp = run_episode(keys_world(1), smollm, builder, Limits(max_steps=5, max_seconds=300), store=store)
         stored = store.get_experience(exp.id)
@@ -112,7 +112,7 @@ def test_episode_embedded(smollm: LlamaPolicy, tmp_path: Path) -> None:
 def test_fifty_steps_all_parse(smollm_path: Path, threads: int) -> None:
     # sampled (temperature 0.8, a seed per episode) so the actions vary across tools and arguments
     policy = LlamaPolicy(smollm_path, model_id="smollm2-135m", temperature=0.8, max_tokens=160, n_threads=threads)
-    builder = ContextBuilder(count_tokens=policy.count_tokens, budget_tokens=1024)
+    builder = BudgetedContextBuilder(count_tokens=policy.count_tokens, budget_tokens=1024)
     steps = 0
     tools_used: set[str] = set()
     episode = 0

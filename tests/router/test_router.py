@@ -10,9 +10,9 @@ import pytest
 from lle.core import CarrierKind, Split, UpdateOp
 from lle.evidence import assess_experience
 from lle.flywheel import poison
-from lle.policies.scripted import ScriptedPolicy
 from lle.governance.hygiene import ContaminationIndex
 from lle.governance.lineage import active_items, revoke
+from lle.policies.scripted import ScriptedPolicy
 from lle.router.router import UpdateRouter
 from lle.runtime.harness import run_episode
 from lle.store import Store

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from lle.actions import NO_ACTION
 from lle.context.plain import PlainContextBuilder
 from lle.core import ActionRequest, ActionStatus, Context, Limits, LLMCall, Outcome, SmallWorld, Split, Step, WorldStep
 from lle.errors import InvalidInputError, UnknownIdError, WorldError
 from lle.policies import ScriptedPolicy
 from lle.runtime.harness import (
-    NO_ACTION,
     Episode,
     PolicyFailed,
     StepLimit,
@@ -21,7 +21,8 @@ from lle.runtime.harness import (
     run_episode,
     stop_of,
 )
-from lle.runtime.recorder import StoreRecorder, resume, timing_free_hash
+from lle.runtime.recorder import StoreRecorder, timing_free_hash
+from lle.runtime.resume import resume
 from lle.store import Store
 from lle.store.episodes import get_episode, list_episodes
 from lle.worlds.toy import KeysFamily, KeysWorld, oracle_actions, oracle_policy

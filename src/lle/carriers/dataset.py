@@ -2,7 +2,7 @@
 
 `Dataset.admit(experience)` decides, behind `gates.dataset_gate`, whether an experience may ever
 become training data; each decision is an `Update` (admit or reject, with reasons), and an admitted
-experience is a `CarrierItem` of kind `dataset`. `Dataset.export(fmt, out_dir)` (`lle.carriers.exports`)
+experience is a `CarrierItem` of kind `dataset`. `lle.carriers.exports.export(dataset, fmt, out_dir)`
 writes a snapshot of the active items as JSONL rows.
 
 What the model saw: the harness records each step's request, not the prompt. The messages are
@@ -12,7 +12,7 @@ row, else from a fresh `reset` under the same seed): `build` is a pure function 
 rebuilt messages equal the ones the policy received (a test checks this against a live policy).
 They are rebuilt from the *scrubbed* experience, so PII and secrets are placeholders and untrusted
 instructions are quoted. Steps that showed carrier items (`context_refs`) were built by the
-budgeted `lle.context.ContextBuilder`, whose budget and tokenizer are not recorded: those are
+`lle.context.BudgetedContextBuilder`, whose budget and tokenizer are not recorded: those are
 rebuilt with its defaults and the referenced items, and marked `context: "approximate"`; so is an
 episode that called a skill (the skill tools offered are not recorded), and the steps a skill call
 expanded into are never rows (the model did not write them). Skills offered but never called leave
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import JsonValue
 
-from lle.context.builder import ContextBuilder
+from lle.actions import NO_ACTION
+from lle.context.builder import BudgetedContextBuilder
 from lle.context.plain import PlainContextBuilder
 from lle.core import (
     ActionRequest,
@@ -51,18 +51,14 @@ from lle.core import (
     UpdateOp,
     VerificationLevel,
 )
-from lle.errors import InvalidInputError, LleError, StoreError, UnknownIdError
+from lle.errors import LleError, StoreError, UnknownIdError
 from lle.evidence.evidence import decide
 from lle.governance import gates
 from lle.governance.hygiene import ContaminationIndex, DedupeIndex, find_instructions, quote_untrusted, redact
 from lle.governance.hygiene import scrub_experience as scrub
 from lle.governance.lineage import active_items, admit_item, denylist
-from lle.runtime.harness import NO_ACTION
 from lle.store import Store
 from lle.worlds.base import open_world
-
-if TYPE_CHECKING:
-    from lle.carriers.exports import Snapshot
 
 Row = dict[str, Any]
 
@@ -130,7 +126,7 @@ def seen_messages(store: Store, exp: Experience, *, scrubbed: bool = True) -> tu
         # A skill's id is on the steps it expanded into; only notes (memories, rules) change the builder.
         shown = [items[r] for r in step.context_refs if r in items and items[r].carrier is not CarrierKind.skills]
         if shown:
-            context = ContextBuilder(items=shown).build(exp.small_world, tools, history, observation)
+            context = BudgetedContextBuilder(items=shown).build(exp.small_world, tools, history, observation)
         else:
             context = plain.build(exp.small_world, tools, history, observation)
         out.append(list(context.messages))
@@ -200,7 +196,7 @@ def dpo_row(chosen: Experience, seen_c: list[list[Message]], rejected: Experienc
 
 def rl_row(exps: Sequence[Experience], outcomes: Sequence[Outcome], seen: list[list[Message]], exact: bool,
            verifier_ids: Sequence[str], world_options: dict[str, JsonValue]) -> Row:
-    """One row per small world: the first prompt, and what recomputes the reward (see `recompute_reward`)."""
+    """One row per small world: the first prompt, and what recomputes the reward (`lle.flywheel.reward`)."""
     sw = exps[0].small_world
     return {"prompt": _messages(seen[0]) if seen else [], "small_world": sw.model_dump_json(),
             "verifiers": list(verifier_ids), "world_options": json.dumps(world_options, sort_keys=True),
@@ -213,27 +209,6 @@ def verifier_ids_of(small_world: SmallWorld) -> list[str]:
     from lle.evidence.evidence import ALWAYS
 
     return list(dict.fromkeys([*ALWAYS, *small_world.verifiers]))
-
-
-def recompute_reward(row: Row, actions: Sequence[ActionRequest | dict[str, Any]]) -> float | None:
-    """A trainer's reward for `actions` on an RL row: play them in a fresh world and run the row's verifiers.
-
-    1.0 for pass, 0.0 for fail, None when the verifiers cannot decide (never rounded up).
-    """
-    from lle import registry
-    from lle.evidence.evidence import run_verifiers
-    from lle.policies.scripted import ScriptedPolicy
-    from lle.runtime.harness import run_episode
-
-    sw = SmallWorld.model_validate_json(row["small_world"])
-    episode = run_episode(sw, ScriptedPolicy(list(actions)), world_options=json.loads(row.get("world_options") or "{}"))
-    try:
-        checks = [registry.make(i) for i in row["verifiers"]]
-    except Exception as err:
-        raise InvalidInputError(f"cannot build the verifiers {row['verifiers']} of {sw.id} ({err}); "
-                                "install the plugins that provide them") from err
-    outcome, _ = decide(run_verifiers(sw, episode.steps, checks))
-    return {Outcome.passed: 1.0, Outcome.failed: 0.0}.get(outcome)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -379,12 +354,6 @@ class Dataset:
         pending = [str(r[0]) for r in self.store.conn.execute("SELECT id FROM experiences ORDER BY id")
                    if str(r[0]) not in decided]
         return [self.admit(self.store.get_experience(i)) for i in pending]
-
-    def export(self, fmt: str, out_dir: str | os.PathLike[str]) -> Snapshot:
-        """Write a snapshot in `fmt` (sft, dpo or rl) under `out_dir`; see `lle.carriers.exports.export`."""
-        from lle.carriers.exports import export  # exports builds on this module
-
-        return export(self, fmt, out_dir)
 
 
 def check_row(row: Row, small_worlds: dict[str, SmallWorld]) -> str | None:

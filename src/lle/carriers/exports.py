@@ -13,7 +13,7 @@ Formats (every row carries `experience_ids`, `world`, `small_world_id`, `context
     dpo   {"prompt": [...], "chosen": [assistant], "rejected": [assistant], "step"}
           a success and a failure on the same small world, at the first step their actions part
     rl    {"prompt": [...], "small_world": JSON, "verifiers": [...], "world_options": JSON, "outcomes"}
-          one row per small world; `dataset.recompute_reward(row, actions)` is the reward
+          one row per small world; `lle.flywheel.reward.recompute_reward(row, actions)` is the reward
 """
 
 from __future__ import annotations

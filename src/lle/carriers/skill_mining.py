@@ -22,15 +22,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from lle.core import ActionRequest, ActionStatus, Context, Experience, LLMCall, PolicyInfo, Step, canonical_json
-from lle.errors import InvalidInputError
-
-if TYPE_CHECKING:
-    from lle.carriers.skills import Skill
+from lle.core import ActionStatus, Context, Experience, canonical_json
 
 FORMAT = "lle-skill/1"
 SKILL_FEEDBACK = "skill"
@@ -424,55 +420,3 @@ def offered_tools(context: Context) -> set[str]:
         if isinstance(tool, dict) and isinstance(tool.get("const"), str):
             names.add(str(tool["const"]))
     return names
-
-
-class SkillAwarePolicy:
-    """Plays `plan`; where an offered skill fits the plan ahead, calls the skill instead (deterministic).
-
-    `trust="full"`: the skill's whole macro must be the next plan steps. `trust="first"`: only its first
-    call must be (like a model choosing a skill by its description); the plan then skips as many
-    steps as the macro has, whatever the macro did.
-    """
-
-    def __init__(self, plan: Sequence[ActionRequest], skills: Sequence[Skill], *,
-                 trust: Literal["full", "first"] = "full", name: str = "skill-aware") -> None:
-        self.plan, self.position, self.trust = list(plan), 0, trust
-        self.skills = sorted(skills, key=lambda s: (-len(s.descriptor.calls), s.name))
-        self.info = PolicyInfo(model=name, params={"trust": trust, "skills": [s.item_id for s in self.skills]})
-
-    def _bind(self, skill: Skill) -> dict[str, JsonValue] | None:
-        calls = skill.descriptor.calls
-        acts = [(a.tool, dict(a.args)) for a in self.plan[self.position:]]
-        if self.trust == "full":
-            return match(calls, acts)
-        if not acts or match(calls[:1], acts[:1]) is None:
-            return None
-        bound = {s.name: s.examples[0] if s.examples else "" for s in skill.descriptor.slots}
-        for call, (tool, args) in zip(calls, acts, strict=False):
-            if tool == call.tool:
-                bound.update({slot: args[k] for k, slot in call.slots.items() if k in args})
-        return bound
-
-    def act(self, context: Context) -> tuple[ActionRequest, LLMCall | None]:
-        offered = offered_tools(context)
-        for skill in self.skills:
-            if skill.spec.name in offered and (args := self._bind(skill)) is not None:
-                self.position += len(skill.descriptor.calls)
-                return ActionRequest(tool=skill.spec.name, args=args, thought=f"use skill {skill.name}"), None
-        if self.position >= len(self.plan):
-            raise InvalidInputError(f"the plan has {len(self.plan)} actions and none is left; end it with submit")
-        self.position += 1
-        return self.plan[self.position - 1], None
-
-    def resume_from(self, history: Sequence[Step]) -> None:
-        """Continue after the committed `history`: a skill call moved the plan by its whole macro."""
-        position = 0
-        for step in history:
-            notes = [f.content for f in step.feedback if f.source == "runtime" and f.kind == SKILL_FEEDBACK
-                     and isinstance(f.content, dict)]
-            if not notes:
-                position += 1
-            elif notes[0].get("call") == 1:
-                macro = notes[0].get("of")
-                position += macro if isinstance(macro, int) else 1
-        self.position = position

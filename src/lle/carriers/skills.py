@@ -1,7 +1,8 @@
 """Skills: named macros of tool calls, mined from verified successes, offered only after replay.
 
     observe(exp) ─ supports? ─ mine the family ─ skills gate ─ candidate (propose)
-    validate(skill, train small worlds, policy factory) ─ A/B replay ─ validated (admit) ─ active (activate)
+    decide(skill, A/B replay pairs) ─ replay gate ─ validated (admit) ─ active (activate)
+        (the pairs are run above the carriers: `lle.flywheel.replay.validate_skill`, the flywheel's rounds)
     observe(exp that used a skill) ─ monitor ─ regression ─ retired (retire, with the evidence)
 
 A skill is a carrier item (`CarrierKind.skills`) whose content is a `SkillDescriptor`; like a project
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -45,11 +46,8 @@ from lle.core import (
     utcnow,
 )
 from lle.errors import InvalidInputError, UnknownIdError
-from lle.evidence import assess_experience
 from lle.governance import gates
 from lle.governance.lineage import admit_item, denylist, revoke
-from lle.runtime.harness import run_episode
-from lle.runtime.parallel import PolicyFactory
 from lle.store import Store
 from lle.store.episodes import get_episode
 
@@ -399,32 +397,17 @@ class SkillLibrary:
                                                evidence_ids=self._hard_evidence(ids), actor="monitor"))
         return updates
 
-    # --- validation: A/B replay on train small worlds ------------------------------------------------
-
-    def validate(self, ref: str, small_worlds: Sequence[SmallWorld], policy_factory: PolicyFactory, *,
-                 activate: bool = True, actor: str | None = None,
-                 assess: Callable[[Experience], Experience] = assess_experience) -> Validation:
-        """Replay a candidate: each small world without the skill and with it offered, same policy factory,
-        then `decide`. Every episode is real (harness, grounding, verifiers) and stored."""
-        skill = self.get(ref)
-        next_state(skill.state, UpdateOp.admit, f"skill {skill.name} ({skill.item_id})")
-        held = [sw.id for sw in small_worlds if sw.split is not Split.train]
-        if held or not small_worlds:
-            raise InvalidInputError(f"validate a skill on train small worlds only (got {held or 'none'}); dev and "
-                                    "test are for evaluation")
-        pairs = [(run_episode(sw, policy_factory(sw), store=self.store, assess=assess),
-                  run_episode(sw, policy_factory(sw), store=self.store, assess=assess, skills=[skill]))
-                 for sw in small_worlds]
-        return self.decide(skill.item_id, pairs, activate=activate, actor=actor)
+    # --- validation: the replay gate over A/B episodes (run by `lle.flywheel.replay`) ----------------
 
     def decide(self, ref: str, episodes: Sequence[tuple[Experience, Experience]], *, activate: bool = True,
                actor: str | None = None) -> Validation:
         """The replay gate over stored (without, with the skill offered) train episodes of the same small worlds.
 
-        `validate` runs the pairs one after the other; the flywheel runs them as resumable batches and
-        calls this. A non-negative effect over at least `skills_min_pairs` pairs whose skill arm used it
-        validates (and, with `activate`, activates) the skill; a regression over that many rejects it;
-        anything less leaves it a candidate.
+        The carrier runs no episodes: `lle.flywheel.replay.validate_skill` runs the pairs one after the
+        other, and the flywheel's rounds run them as resumable batches; both call this. A non-negative
+        effect over at least `skills_min_pairs` pairs whose skill arm used it validates (and, with
+        `activate`, activates) the skill; a regression over that many rejects it; anything less leaves
+        it a candidate.
         """
         skill = self.get(ref)
         next_state(skill.state, UpdateOp.admit, f"skill {skill.name} ({skill.item_id})")

@@ -11,7 +11,7 @@ from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.policies import load_policy
 from lle.runtime.harness import run_episode, stop_of
-from lle.runtime.recorder import resume as resume_episode
+from lle.runtime.resume import resume as resume_episode
 from lle.store.episodes import list_episodes
 from lle.worlds.base import open_family
 

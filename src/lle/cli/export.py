@@ -10,7 +10,7 @@ from rich.table import Table
 
 from lle import workspace
 from lle.carriers.dataset import Dataset
-from lle.carriers.exports import FORMATS, snapshots
+from lle.carriers.exports import FORMATS, export, snapshots
 from lle.cli.common import console, err_console, open_store, print_json, settings
 from lle.core import UpdateOp
 from lle.errors import InvalidInputError
@@ -40,7 +40,7 @@ def dataset(
         carrier = Dataset(db, actor="lle export",
                           contamination=ContaminationIndex.from_registry() if all_worlds else None)
         decided = carrier.admit_pending() if admit else []
-        snap = carrier.export(fmt, folder)
+        snap = export(carrier, fmt, folder)
     admitted = sum(u.op is UpdateOp.admit for u in decided)
     if as_json:
         print_json({**dataclasses.asdict(snap), "admitted_now": admitted, "rejected_now": len(decided) - admitted})

@@ -1,5 +1,5 @@
-"""C: what the model sees. `ContextBuilder` builds it in sections within a token budget."""
+"""C: what the model sees. `BudgetedContextBuilder` builds it in sections within a token budget."""
 
-from lle.context.builder import ContextBuilder, estimate_tokens
+from lle.context.builder import BudgetedContextBuilder, estimate_tokens
 
-__all__ = ["ContextBuilder", "estimate_tokens"]
+__all__ = ["BudgetedContextBuilder", "estimate_tokens"]

@@ -13,7 +13,7 @@ Sections, in the order the model reads them:
 
 The budget is counted in the model's own tokens (`count_tokens`) on the final text, plus a fixed
 allowance per message for the chat template. When the content does not fit, a deterministic order
-decides what goes (see `ContextBuilder`); system, task and the current observation are never
+decides what goes (see `BudgetedContextBuilder`); system, task and the current observation are never
 dropped — the observation's middle is cut instead.
 """
 
@@ -26,10 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lle.actions import action_schema
 from lle.context.compress import TrajectoryLine, clip_end, compress_trajectory, format_line, shorten_middle
 from lle.core import CarrierItem, Context, Message, Scope, SmallWorld, Step, ToolSpec
 from lle.errors import InvalidInputError
-from lle.actions import action_schema
 
 CountTokens = Callable[[str], int]
 Retrieve = Callable[[SmallWorld, str], Sequence[CarrierItem]]
@@ -164,7 +164,7 @@ class _Parts:
         return "\n\n".join(sections)
 
 
-class ContextBuilder:
+class BudgetedContextBuilder:
     """Builds a `Context` for one step (implements `lle.core.ContextBuilder`).
 
     Over budget, in this order (each phase runs only while the context is still too long):

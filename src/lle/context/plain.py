@@ -2,7 +2,7 @@
 
 system (tools + output format) -> user (goal, then the first observation) -> the recent steps as
 assistant (the action as JSON) / tool (what came back) pairs -> the current observation when it is
-not already the last tool message. No token budget: `lle.context.ContextBuilder` is the budgeted
+not already the last tool message. No token budget: `lle.context.BudgetedContextBuilder` is the budgeted
 builder for real models; this one is for scripted runs, tests and benchmarks where the cost of
 counting tokens would only be noise.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lle.core import Context, Message, SmallWorld, Step, ToolSpec
 from lle.actions import action_schema
+from lle.core import Context, Message, SmallWorld, Step, ToolSpec
 
 
 class PlainContextBuilder:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import JsonValue
 
 from lle import registry
+from lle.actions import action_schema
 from lle.core import (
     ActionRequest,
     Context,
@@ -37,7 +38,6 @@ from lle.core import (
     ToolSpec,
 )
 from lle.errors import InvalidInputError
-from lle.actions import action_schema
 
 Cost = Literal["cheap", "expensive"]
 

@@ -93,9 +93,9 @@ class Flywheel:
         self.eval_worlds = suite.draw(self.suite, Split.dev, config.eval_tasks, seed=config.seed, round_=0,
                                       max_steps=config.max_steps)
 
-    def policy_factory(self, db_path: Path) -> strategies.PolicyFactory:
+    def policy_factory(self, db_path: Path) -> strategies.SpecPolicyFactory:
         threads = max(1, (os.cpu_count() or 2) // max(1, self.config.workers))
-        return strategies.PolicyFactory(self.config.model, threads=threads, seed=self.config.seed,
+        return strategies.SpecPolicyFactory(self.config.model, threads=threads, seed=self.config.seed,
                                         db_path=str(db_path))
 
     def phase(self, strategy: str, db_path: Path, label: str, small_worlds: list[SmallWorld],
@@ -119,7 +119,7 @@ class Flywheel:
                 skills = strategies.SkillsOffer(str(db_path))
             return run_many(
                 worlds, self.policy_factory(db_path), store=db, workers=self.config.workers,
-                context_builder_factory=strategies.BuilderFactory(strategy, str(db_path), self.model_path),
+                context_builder_factory=strategies.StrategyBuilderFactory(strategy, str(db_path), self.model_path),
                 skills_factory=skills,
                 world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
                 assess=assess_experience,

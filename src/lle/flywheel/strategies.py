@@ -89,15 +89,15 @@ class Retriever:
 
 
 @dataclass(frozen=True)
-class BuilderFactory:
-    """Picklable: builds the context builder in the worker."""
+class StrategyBuilderFactory:
+    """Picklable: builds the strategy's context builder in the worker (a `runtime.parallel.BuilderFactory`)."""
 
     strategy: str
     db_path: str
     model_path: str | None = None
 
     def __call__(self) -> Any:
-        from lle.context.builder import ContextBuilder
+        from lle.context.builder import BudgetedContextBuilder
 
         count = None
         if self.model_path:
@@ -105,7 +105,7 @@ class BuilderFactory:
 
             count = load_token_counter(self.model_path)
         retrieve = Retriever(self.strategy, self.db_path) if self.strategy != "none" else None
-        return ContextBuilder(count_tokens=count, retrieve=retrieve)
+        return BudgetedContextBuilder(count_tokens=count, retrieve=retrieve)
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,9 @@ _policies: dict[str, Policy] = {}
 
 
 @dataclass(frozen=True)
-class PolicyFactory:
-    """Picklable: one policy per worker process (loading a model per episode would dominate)."""
+class SpecPolicyFactory:
+    """Picklable: the policy a spec names, one per worker process (loading a model per episode would dominate);
+    a `runtime.parallel.PolicyFactory`."""
 
     spec: str
     threads: int = 1
@@ -150,7 +151,7 @@ class PolicyFactory:
 
                 library = SkillLibrary(_worker_store(self.db_path))
                 skills = [s for s in library.skills(small_world.family) if s.state is not SkillState.revoked]
-            from lle.carriers.skill_mining import SkillAwarePolicy
+            from lle.flywheel.replay import SkillAwarePolicy
 
             # A skill whose whole macro is the plan's next steps is called instead (only if offered).
             return SkillAwarePolicy(oracle_actions(small_world), skills, name="oracle")

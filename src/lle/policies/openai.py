@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 import openai
 
+from lle.actions import parse_action
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, PolicyBackendError
-from lle.actions import parse_action
 
 Mode = Literal["json_schema", "json_object", "tools", "prompt"]
 MODES: tuple[Mode, ...] = ("json_schema", "json_object", "tools", "prompt")

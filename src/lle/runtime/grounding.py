@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 import jsonschema
 from pydantic import JsonValue
 
+from lle.actions import action_schema
 from lle.core import (
     ActionRequest,
     ActionStatus,
@@ -38,7 +39,6 @@ from lle.core import (
     canonical_json,
 )
 from lle.errors import WorldError
-from lle.actions import action_schema
 from lle.worlds.base import ToolWorld
 
 PATH_FORMAT = "path"

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from lle import __version__
+from lle.actions import NO_ACTION
 from lle.context.plain import PlainContextBuilder
 from lle.core import (
     ActionRequest,
@@ -41,8 +42,6 @@ from lle.store.episodes import EpisodeRecord
 from lle.worlds.base import ToolWorld, open_world
 
 RUNTIME_VERSION = f"lle-runtime {__version__}"
-NO_ACTION = "<none>"
-"""Tool name recorded when the policy failed before producing an action."""
 
 
 class Stop(Exception):  # named for what happened, not "…Error": most episodes end with a stop

@@ -1,4 +1,4 @@
-"""Recording and resume: every step is committed before the next begins; a killed episode continues.
+"""Recording: every step is committed before the next begins, so a killed episode can continue (`resume.py`).
 
 The episode row (store/episodes.py) is committed before the first step, each step in its own
 transaction as it happens (`Store.append_step`), and the experience row at the end
@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from lle.core import ContextBuilder, Experience, Policy, Step, canonical_json
-from lle.errors import InvalidInputError
+from lle.core import Experience, Step, canonical_json
 from lle.store import Store
-from lle.store.episodes import EpisodeRecord, begin_episode, get_episode, is_finished
-
-if TYPE_CHECKING:
-    from lle.worlds.base import ToolWorld
+from lle.store.episodes import EpisodeRecord, begin_episode, is_finished
 
 OnCommit = Callable[[str, Step], None]
 Assessor = Callable[[Experience], Experience]
@@ -72,52 +68,6 @@ class StoreRecorder:
             # Only a second resume of the same episode gets here; the first record stands.
             return self.store.get_experience(experience.id)
         return self.store.append_experience(self.assess(experience) if self.assess else experience)
-
-
-def resume(
-    store: Store,
-    episode_id: str,
-    *,
-    policy: Policy | None = None,
-    context_builder: ContextBuilder | None = None,
-    world: ToolWorld | None = None,
-    on_commit: OnCommit | None = None,
-    record_timings: bool = True,
-    assess: Assessor | None = None,
-) -> Experience:
-    """Continue a killed episode from its last committed step and return its experience.
-
-    The world is rebuilt from the recorded small world, seed and world options; the committed
-    steps' executed actions are replayed and must give the recorded observations. The policy is
-    `policy`, else rebuilt from the recorded spec (a scripted policy's sha256 must still match).
-    An already finished episode is returned as stored.
-    """
-    from lle.policies import load_policy, policy_info
-    from lle.runtime.harness import Episode  # the harness imports this module
-
-    record = get_episode(store, episode_id)
-    if is_finished(store, episode_id):
-        return store.get_experience(episode_id)
-    if policy is None:
-        if record.policy_spec is None:
-            raise InvalidInputError(
-                f"episode {episode_id} was started by a policy without a spec ({record.policy.model}); "
-                "pass the same policy (resume(..., policy=…) or `lle episodes resume ID --policy SPEC`)"
-            )
-        policy = load_policy(record.policy_spec)
-    info = policy_info(policy)
-    if record.policy.sha256 is not None and info.sha256 != record.policy.sha256:
-        raise InvalidInputError(
-            f"episode {episode_id} was started by {record.policy.model} with sha256 {record.policy.sha256[:12]}…, "
-            f"the given policy has {str(info.sha256)[:12]}…; resume it with the policy it started with"
-        )
-    return Episode(
-        record.small_world, policy, context_builder, record.limits,
-        recorder=StoreRecorder(store, on_commit=on_commit, assess=assess),
-        episode_id=episode_id, world=world, world_options=record.world_options, resume=True,
-        history=store.steps_of(episode_id), expected_initial_observation=record.initial_observation,
-        record_timings=record_timings, batch=record.batch, batch_key=record.batch_key,
-    ).run()
 
 
 def timing_free_hash(experience: Experience) -> str:

@@ -20,9 +20,9 @@ from typing import Any, Protocol, runtime_checkable
 import jsonschema
 from pydantic import JsonValue
 
+from lle.actions import action_schema
 from lle.core import ActionRequest, Outcome, SmallWorld, Split, ToolSpec, World, WorldStep, canonical_json
 from lle.errors import InvalidInputError, RegistryError, WorldError
-from lle.actions import action_schema
 
 __all__ = [
     "AnchorResult",

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from lle.core import ActionRequest, ActionStatus, Experience, SmallWorld, Split
-from lle.runtime.sandbox import bwrap_available
+from lle.sandbox import bwrap_available
 from lle.worlds.code.bugs import inject
 from lle.worlds.code.catalog import load_catalog, load_problems
 from lle.worlds.code.humaneval import HumanEvalFamily, module_path, problem_spec, task_of

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lle.core import ActionRequest, Experience, SmallWorld, Split
-from lle.runtime.sandbox import bwrap_available
+from lle.sandbox import bwrap_available
 from lle.worlds.base import check_family, open_family
 from lle.worlds.code.bugs import inject
 from lle.worlds.code.catalog import load_catalog, load_problems

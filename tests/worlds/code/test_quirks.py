@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lle.core import ActionRequest, Experience, ScopeLevel, SmallWorld, Split
-from lle.runtime.sandbox import bwrap_available
+from lle.sandbox import bwrap_available
 from lle.worlds.base import check_family, open_family
 from lle.worlds.code.projects import DEFAULT_RULES, PROJECTS, render, rules_with_quirk_of
 from lle.worlds.code.quirks import (

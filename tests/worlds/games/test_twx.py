@@ -11,11 +11,11 @@ import jsonschema
 import pytest
 
 from lle import registry
+from lle.actions import action_schema
 from lle.core import ActionRequest, Experience, Split, canonical_json
 from lle.errors import WorldError
 from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
-from lle.actions import action_schema
 from lle.worlds.base import check_family
 from lle.worlds.games.common import replay
 from lle.worlds.games.twx import FOLD_BASE, GAMES, SEEDS_PER_FOLD, TwxFamily, TwxWorld, fold_of

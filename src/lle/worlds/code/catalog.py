@@ -38,6 +38,7 @@ from typing import Any
 
 from lle.errors import WorldError
 from lle.worlds.code.bugs import FAMILIES, inject, sites
+from lle.worlds.code.repo import Case, RepoSpec, run_cases
 from lle.worlds.code.runner import Unsupported, decode, encode
 
 CATALOG_PATH = Path(__file__).with_name("humaneval_catalog.json.gz")
@@ -208,10 +209,57 @@ def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _failing_sites(task_id: str, visible: list[tuple[str, str]]) -> dict[str, list[list[Any]]]:
-    from lle.worlds.code.humaneval import problem_spec  # here: humaneval imports this module
-    from lle.worlds.code.repo import run_cases
+# --- the repo a problem becomes (here, not in humaneval.py: building the catalog needs it too) ------
 
+
+def module_path(problem: Problem) -> str:
+    return f"src/{problem.entry_point}.py"
+
+
+def test_file(problem: Problem, visible: list[tuple[str, str]]) -> str:
+    name = problem.entry_point
+    rows = "\n".join(f"    ({args}, {expected})," for args, expected in visible)
+    return f'''"""Visible tests for `{name}` in src/{name}.py; the run_tests tool runs them.
+
+Each case calls `{name}(*args)` and expects the result (floats may differ by 1e-6).
+Grading runs these cases and more hidden ones on a fresh copy of src/{name}.py.
+"""
+
+import math
+
+from {name} import {name}
+
+CASES = [
+{rows}
+]
+
+
+def _same(got, want):
+    if isinstance(want, float) or isinstance(got, float):
+        return math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-6)
+    return got == want
+
+
+def test_{name}():
+    for args, expected in CASES:
+        assert _same({name}(*args), expected), (args, expected)
+'''
+
+
+def problem_spec(problem: Problem, module_source: str, visible: list[tuple[str, str]],
+                 hidden: list[tuple[str, str]]) -> RepoSpec:
+    name = problem.entry_point
+
+    def cases(rows: list[tuple[str, str]], prefix: str) -> tuple[Case, ...]:
+        return tuple(Case(f"{prefix}{i}", name, name, args, expected) for i, (args, expected) in enumerate(rows))
+
+    tests = f"tests/test_{name}.py"
+    return RepoSpec(files={module_path(problem): module_source, tests: test_file(problem, visible)},
+                    editable=(module_path(problem),), protected=("tests",), import_paths=("src",),
+                    visible=cases(visible, "v"), hidden=cases(hidden, "h"), compare="python")
+
+
+def _failing_sites(task_id: str, visible: list[tuple[str, str]]) -> dict[str, list[list[Any]]]:
     problem = load_problems()[task_id]
     spec = problem_spec(problem, problem.source, visible, [])
     module = spec.editable[0]

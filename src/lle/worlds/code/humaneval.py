@@ -22,11 +22,11 @@ from pydantic import JsonValue
 
 from lle.core import ActionRequest, CarrierKind, Limits, Permissions, Scope, ScopeLevel, SmallWorld, Split
 from lle.errors import WorldError
-from lle.runtime.sandbox import Sandbox
+from lle.sandbox import Sandbox
 from lle.worlds.base import TaskFamily
 from lle.worlds.code.bugs import FAMILIES, find_function, inject
-from lle.worlds.code.catalog import Problem, load_catalog, load_problems, source_hash
-from lle.worlds.code.repo import TOOL_NAMES, Case, RepoSpec, RepoWorld
+from lle.worlds.code.catalog import Problem, load_catalog, load_problems, module_path, problem_spec, source_hash
+from lle.worlds.code.repo import TOOL_NAMES, RepoSpec, RepoWorld
 
 WORLD_ID = "code/humaneval-v1"
 PROJECT = "humaneval"
@@ -76,10 +76,6 @@ def decode_world_seed(world_seed: int) -> tuple[Split, int]:
     return split, world_seed // len(SPLIT_OFFSET)
 
 
-def module_path(problem: Problem) -> str:
-    return f"src/{problem.entry_point}.py"
-
-
 def summary(problem: Problem) -> str:
     """The first sentence of the function's docstring (at most ~120 characters), for the goal."""
     tree = ast.parse(problem.source)
@@ -94,49 +90,6 @@ def goal(problem: Problem) -> str:
     documented = f' Its docstring begins: "{about}"' if about else ""
     return (f"The function `{name}` in src/{name}.py has a bug: its tests in tests/test_{name}.py fail.{documented} "
             "Fix the bug without changing the tests, check with run_tests, then call submit.")
-
-
-def test_file(problem: Problem, visible: list[tuple[str, str]]) -> str:
-    name = problem.entry_point
-    rows = "\n".join(f"    ({args}, {expected})," for args, expected in visible)
-    return f'''"""Visible tests for `{name}` in src/{name}.py; the run_tests tool runs them.
-
-Each case calls `{name}(*args)` and expects the result (floats may differ by 1e-6).
-Grading runs these cases and more hidden ones on a fresh copy of src/{name}.py.
-"""
-
-import math
-
-from {name} import {name}
-
-CASES = [
-{rows}
-]
-
-
-def _same(got, want):
-    if isinstance(want, float) or isinstance(got, float):
-        return math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-6)
-    return got == want
-
-
-def test_{name}():
-    for args, expected in CASES:
-        assert _same({name}(*args), expected), (args, expected)
-'''
-
-
-def problem_spec(problem: Problem, module_source: str, visible: list[tuple[str, str]],
-                 hidden: list[tuple[str, str]]) -> RepoSpec:
-    name = problem.entry_point
-
-    def cases(rows: list[tuple[str, str]], prefix: str) -> tuple[Case, ...]:
-        return tuple(Case(f"{prefix}{i}", name, name, args, expected) for i, (args, expected) in enumerate(rows))
-
-    tests = f"tests/test_{name}.py"
-    return RepoSpec(files={module_path(problem): module_source, tests: test_file(problem, visible)},
-                    editable=(module_path(problem),), protected=("tests",), import_paths=("src",),
-                    visible=cases(visible, "v"), hidden=cases(hidden, "h"), compare="python")
 
 
 class HumanEvalWorld(RepoWorld):

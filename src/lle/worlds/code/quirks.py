@@ -20,7 +20,7 @@ from pydantic import JsonValue
 
 from lle.core import ActionRequest, CarrierKind, Limits, Permissions, Scope, ScopeLevel, SmallWorld, Split
 from lle.errors import WorldError
-from lle.runtime.sandbox import Sandbox
+from lle.sandbox import Sandbox
 from lle.worlds.base import TaskFamily
 from lle.worlds.code.projects import (
     CONFIG_VAR,

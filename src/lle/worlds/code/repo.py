@@ -28,7 +28,7 @@ from pydantic import JsonValue
 
 from lle.core import ActionRequest, ToolSpec, WorldStep, canonical_json
 from lle.errors import InvalidInputError, SandboxUnavailableError, WorldError
-from lle.runtime.sandbox import Sandbox, SandboxLimits, read_file_nofollow
+from lle.sandbox import Sandbox, SandboxLimits, read_file_nofollow
 from lle.worlds.base import BaseWorld
 from lle.worlds.code.runner import DONE_MARK, MAX_VALUE_CHARS, decode
 

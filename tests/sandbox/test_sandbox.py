@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from lle.errors import InvalidInputError, SandboxUnavailableError
-from lle.runtime import sandbox as sandbox_module
-from lle.runtime.sandbox import Sandbox, SandboxLimits, SandboxResult, bwrap_available, read_file_nofollow
+from lle.sandbox import Sandbox, SandboxLimits, SandboxResult, bwrap_available, read_file_nofollow
+from lle.sandbox import bubblewrap as sandbox_module
 
 PY = "/usr/bin/python3"  # Debian's, under /usr, so it exists inside the sandbox
 LIMITS = SandboxLimits(cpu_seconds=5, memory_mb=256, file_size_mb=8, max_processes=32, wall_seconds=5.0)
@@ -430,7 +430,7 @@ def test_memory_bomb_is_bounded(workdir: Path) -> None:
     probe = f"""
         import json, resource, sys
         from pathlib import Path
-        from lle.runtime.sandbox import Sandbox, SandboxLimits
+        from lle.sandbox import Sandbox, SandboxLimits
         code = "chunks = []\\nwhile True: chunks.append(bytearray(16 << 20))"
         r = Sandbox(SandboxLimits(memory_mb=128, wall_seconds=5.0)).run(
             ["{PY}", "-c", code, "{marker}"], workdir=Path({str(workdir)!r}))
