@@ -491,6 +491,20 @@ class Message(Record):
     """Text."""
 
 
+class Levers(Record):
+    """Harness levers for small models (`lle.runtime.levers`); part of a family's context recipe."""
+
+    stuck: Literal["off", "note", "mask"] = "off"
+    """Repeats and loops: `note` says so in the next observation; `mask` also removes the repeated tools
+    from the next decode after a second detection."""
+    submit_discipline: bool = False
+    """The remaining budget in every observation; on the last step only the answer-bearing tools."""
+    working_memory: bool = False
+    """A compact state (actions tried and what they returned, facts, the last error) before the observation."""
+    admissible_masks: bool = False
+    """Where the world lists its admissible commands, they become an enum in that step's action schema."""
+
+
 class Context(Record):
     messages: list[Message]
     """What the model sees, in order."""

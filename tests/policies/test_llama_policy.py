@@ -139,3 +139,13 @@ def test_unconvertible_schema_is_an_error_not_free_json(smollm: Any) -> None:
                   action_schema={"anyOf": [{"$ref": "https://example.invalid/schema.json"}]})
     with pytest.raises(InvalidInputError, match="decoding grammar"):
         smollm.act(ctx)
+
+
+def test_grammar_strings_admit_no_control_characters() -> None:
+    """A raw newline inside a JSON string made `json.loads` refuse 12 of 49 SmolLM2 actions."""
+    from lle.policies.llama import JSON_CHAR_RULE, STRICT_JSON_CHAR_RULE, gbnf_of
+
+    grammar = gbnf_of(decoding_schema(action_schema(TOOLS), 64))
+    assert STRICT_JSON_CHAR_RULE in grammar and JSON_CHAR_RULE not in grammar
+    llama_cpp = pytest.importorskip("llama_cpp", reason="the llama extra is not installed (make test installs it)")
+    llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)  # compiles

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lle.actions import parse_action
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, ModelError, PolicyBackendError
-from lle.actions import parse_action
 
 DEFAULT_THREADS = 2
 
@@ -118,6 +118,23 @@ def decoding_schema(schema: dict[str, Any], max_text_chars: int | None) -> dict[
     capped = cap_strings(copy.deepcopy(schema), max_text_chars)
     return _drop_long_bounds(capped)  # type: ignore[no-any-return]
 
+JSON_CHAR_RULE = r'char ::= [^"\\] |'
+"""llama-cpp-python's converter lets any character but a quote or backslash into a JSON string, a raw
+newline included, which `json.loads` then refuses ("Invalid control character"): an episode lost to
+the grammar, not the model. The rule below is llama.cpp's own (C++ converter): no control characters."""
+STRICT_JSON_CHAR_RULE = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def gbnf_of(schema: dict[str, Any]) -> str:
+    """The GBNF grammar of `schema`, whose strings hold only what a strict JSON parser accepts."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    grammar: str = json_schema_to_gbnf(json.dumps(schema))
+    if JSON_CHAR_RULE not in grammar and "string ::=" in grammar:
+        raise InvalidInputError("llama-cpp-python's JSON string rule changed; update lle.policies.llama.gbnf_of")
+    return grammar.replace(JSON_CHAR_RULE, STRICT_JSON_CHAR_RULE)
+
+
 class LlamaPolicy:
     """Embedded GGUF policy. `act` is serialized by a lock: one llama context is not re-entrant."""
 
@@ -167,7 +184,7 @@ class LlamaPolicy:
         })
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of `text` in this model's tokenizer (for `ContextBuilder(count_tokens=…)`)."""
+        """Tokens of `text` in this model's tokenizer (for `BudgetedContextBuilder(count_tokens=…)`)."""
         return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def grammar_for(self, schema: dict[str, Any]) -> Any:
@@ -181,7 +198,7 @@ class LlamaPolicy:
         if key not in self._grammars:
             decode = decoding_schema(schema, self.max_text_chars)
             try:
-                self._grammars[key] = _llama_cpp().LlamaGrammar.from_json_schema(json.dumps(decode), verbose=False)
+                self._grammars[key] = _llama_cpp().LlamaGrammar.from_string(gbnf_of(decode), verbose=False)
             except Exception as err:  # the converter raises bare Exceptions / ValueErrors on unsupported keywords
                 raise InvalidInputError(
                     f"the action schema cannot be turned into a decoding grammar: {err}; simplify the tool's "
