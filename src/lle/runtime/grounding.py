@@ -18,7 +18,7 @@ import os
 import posixpath
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -228,20 +228,22 @@ class Grounder:
         self._files = self._snapshot_files()
         self._state = world.state()
 
-    def ground(self, request: ActionRequest) -> Grounded:
+    def ground(self, request: ActionRequest, offered: Collection[str] | None = None) -> Grounded:
+        """`offered`: the tools this step's schema allowed (the levers may mask some); others are denied."""
         tool = self.world_tools.get(request.tool)
         if tool is None:
             known = ", ".join(self.schema_names)
             return self._malformed(request, f"unknown tool {request.tool!r}; the tools are {known}")
+        if offered is not None and request.tool not in offered:
+            return self._denied(request, f"tool {request.tool!r} was masked by the runtime for this step "
+                                         f"(offered: {', '.join(offered)})")
         error = next(iter(self.validators[tool.name].iter_errors(request.args)), None)
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "args"
             return self._malformed(request, f"args of {tool.name} do not match its schema at {where}: {error.message}")
         args, reason = self._permit(tool, request.args)
         if reason is not None:
-            executed = ExecutedAction(tool=request.tool, args=request.args, allowed=False, denied_reason=reason,
-                                      status=ActionStatus.denied)
-            return Grounded(executed, Effect(observation=f"denied: {reason}"))
+            return self._denied(request, reason)
         return self.execute(request, args, normalized=args != request.args)
 
     def expand(self, request: ActionRequest) -> tuple[list[ActionRequest], Grounded | None]:
@@ -256,6 +258,12 @@ class Grounder:
     @property
     def schema_names(self) -> list[str]:
         return [t.name for t in self.tools]
+
+    @staticmethod
+    def _denied(request: ActionRequest, reason: str) -> Grounded:
+        executed = ExecutedAction(tool=request.tool, args=request.args, allowed=False, denied_reason=reason,
+                                  status=ActionStatus.denied)
+        return Grounded(executed, Effect(observation=f"denied: {reason}"))
 
     def _malformed(self, request: ActionRequest, why: str) -> Grounded:
         reason = f"malformed action: {why}"

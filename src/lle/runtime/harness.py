@@ -26,6 +26,7 @@ from lle.core import (
     ExecutedAction,
     Experience,
     Feedback,
+    Levers,
     Limits,
     LLMCall,
     Policy,
@@ -36,6 +37,7 @@ from lle.core import (
 from lle.errors import WorldError
 from lle.policies import policy_info, policy_spec
 from lle.runtime.grounding import Grounded, Grounder, SkillTool
+from lle.runtime.levers import LeverState, NothingLeft
 from lle.runtime.recorder import Assessor, NullRecorder, Recorder, StoreRecorder
 from lle.store import Store
 from lle.store.episodes import EpisodeRecord
@@ -83,8 +85,12 @@ class WorldFailed(Stop):
     """The world raised while executing an allowed action."""
 
 
+class Stuck(Stop):
+    """The stuck lever masked out every tool: nothing else was allowed."""
+
+
 STOPS: dict[str, type[Stop]] = {c.__name__: c for c in (Submitted, Truncated, StepLimit, TimeLimit, PolicyFailed,
-                                                         WorldFailed)}
+                                                         WorldFailed, Stuck)}
 
 
 def stop_of(step: Step) -> Stop | None:
@@ -124,8 +130,10 @@ class Episode:
         batch: str | None = None,
         batch_key: str | None = None,
         skills: Sequence[SkillTool] = (),
+        levers: Levers | None = None,
     ) -> None:
         self.small_world = small_world
+        self.levers = levers or Levers()
         self.skills = list(skills)
         self.policy = policy
         self.builder: ContextBuilder = context_builder or PlainContextBuilder()
@@ -162,18 +170,28 @@ class Episode:
 
     def _step(self) -> None:
         index = len(self.history)
-        context = self.builder.build(self.small_world, self.grounder.tools, self.history, self.observation)
+        try:  # the levers may change what the model sees and may pick; each change is recorded on the step
+            tools, observation, interventions = self.lever_state.prepare(self.history, self.grounder.tools,
+                                                                         self.observation)
+        except NothingLeft as stuck:
+            self._commit(_failed_step(index, [], f"every tool was masked: {stuck}", "no action: every tool was masked"),
+                         Stuck(str(stuck)))
+            return
+        context = self.builder.build(self.small_world, tools, self.history, observation)
         try:
             request, llm = self.policy.act(context)
         except Exception as err:  # recorded on the step; KeyboardInterrupt still stops the run (resumable)
-            self._commit(_failed_step(index, list(context.refs), err), PolicyFailed(f"{type(err).__name__}: {err}"))
+            failed = _failed_step(index, list(context.refs), f"policy raised {type(err).__name__}: {err}")
+            self._commit(failed.model_copy(update={"feedback": interventions}),
+                         PolicyFailed(f"{type(err).__name__}: {err}"))
             return
         if request.tool in self.grounder.skills:
             self._expand(index, list(context.refs), request, llm)
             return
-        grounded = self.grounder.ground(request)
+        grounded = self.grounder.ground(request, offered=[t.name for t in tools] if interventions else None)
         step = Step(index=index, context_refs=list(context.refs), llm=llm, request=request,
-                    executed=grounded.executed, effect=grounded.effect, feedback=list(grounded.feedback))
+                    executed=grounded.executed, effect=grounded.effect,
+                    feedback=[*interventions, *grounded.feedback])
         self._commit(step, self._stop_after(index, grounded))
 
     def _expand(self, index: int, refs: list[str], request: ActionRequest, llm: LLMCall | None) -> None:
@@ -234,10 +252,16 @@ class Episode:
                              "return str (run check_world on the world)")
         self.grounder = Grounder(self.small_world, self.world, record_timings=self.record_timings,
                                  skills=self.skills)
+        self.lever_state = LeverState(self.levers, self.limits.max_steps, self.world)
+        # Resume re-derives the levers' memory from the committed steps, so it acts as an unkilled run would.
+        self.lever_state.detections = sum(
+            1 for step in self.history for fb in step.feedback
+            if fb.kind == "intervention" and isinstance(fb.content, dict) and fb.content.get("lever") == "stuck")
         if not self.resume:
             self.recorder.begin(EpisodeRecord(
                 id=self.id, small_world=self.small_world, policy=policy_info(self.policy),
                 policy_spec=policy_spec(self.policy), world_options=self.world_options, limits=self.limits,
+                levers=self.levers,
                 initial_observation=observation, runtime_version=RUNTIME_VERSION, batch=self.batch,
                 batch_key=self.batch_key))
             self.observation = observation
@@ -260,11 +284,10 @@ class Episode:
                           runtime_version=RUNTIME_VERSION, world_version=self.world_version, steps=list(self.history))
 
 
-def _failed_step(index: int, refs: list[str], err: Exception) -> Step:
-    error = f"policy raised {type(err).__name__}: {err}"
+def _failed_step(index: int, refs: list[str], error: str, why: str = "no action: the policy failed") -> Step:
     return Step(
         index=index, context_refs=refs, request=ActionRequest(tool=NO_ACTION),
-        executed=ExecutedAction(tool=NO_ACTION, allowed=False, denied_reason="no action: the policy failed",
+        executed=ExecutedAction(tool=NO_ACTION, allowed=False, denied_reason=why,
                                 status=ActionStatus.error),
         effect=Effect(observation=f"error: {error}", error=error),
     )

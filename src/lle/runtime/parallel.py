@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
-from lle.core import ContextBuilder, Experience, Limits, Policy, SmallWorld, Step, new_id
+from lle.core import ContextBuilder, Experience, Levers, Limits, Policy, SmallWorld, Step, new_id
 from lle.errors import EpisodeError, InvalidInputError
 from lle.runtime.grounding import SkillTool
 from lle.runtime.harness import Episode
@@ -55,6 +55,7 @@ class EpisodeJob:
     initial_observation: str | None = None
     record_timings: bool = True
     attempt: int = 1
+    levers: Levers | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def run_job(job: EpisodeJob, factories: Factories, recorder: Any) -> Experience:
         job.small_world, factories.policy(job.small_world), factories.builder() if factories.builder else None,
         job.limits, recorder=recorder, skills=skills, episode_id=job.episode_id, world_options=job.world_options,
         resume=job.resume, history=job.history, expected_initial_observation=job.initial_observation,
-        record_timings=job.record_timings, batch=job.batch, batch_key=job.batch_key,
+        record_timings=job.record_timings, batch=job.batch, batch_key=job.batch_key, levers=job.levers,
     ).run()
 
 
@@ -305,7 +306,7 @@ class LocalBackend:
 
 def plan_jobs(small_worlds: Sequence[SmallWorld], store: Store | None, batch: str | None, *,
               limits: Limits | None, world_options: Mapping[str, JsonValue], record_timings: bool,
-              writer: Writer) -> list[EpisodeJob]:
+              writer: Writer, levers: Levers | None = None) -> list[EpisodeJob]:
     """Jobs for what is left: with a batch, finished episodes are read back and started ones resumed."""
     known = batch_episodes(store, batch) if store is not None and batch is not None else {}
     seen: Counter[str] = Counter()
@@ -316,7 +317,7 @@ def plan_jobs(small_worlds: Sequence[SmallWorld], store: Store | None, batch: st
         record = known.get(key)
         base = EpisodeJob(index=index, episode_id=record.id if record else new_id("exp"), small_world=sw,
                           limits=limits, world_options=dict(world_options), batch=batch,
-                          batch_key=key if batch else None, record_timings=record_timings)
+                          batch_key=key if batch else None, record_timings=record_timings, levers=levers)
         if record is None:
             jobs.append(base)
         elif store is not None and is_finished(store, record.id):
@@ -324,6 +325,7 @@ def plan_jobs(small_worlds: Sequence[SmallWorld], store: Store | None, batch: st
         else:
             assert store is not None
             jobs.append(replace(base, limits=record.limits, world_options=dict(record.world_options), resume=True,
+                                levers=record.levers,
                                 history=tuple(store.steps_of(record.id)),
                                 initial_observation=record.initial_observation))
     return jobs
@@ -344,12 +346,14 @@ def run_many(
     on_commit: OnCommit | None = None,
     record_timings: bool = True,
     assess: Assessor | None = None,
+    levers: Levers | None = None,
 ) -> list[Experience]:
     """Run one episode per small world, `workers` at a time; experiences come back in input order.
 
     `policy_factory(small_world)`, `context_builder_factory()` and `skills_factory(small_world)` (the
     skills offered) run in the workers, so they must be picklable (module-level functions or classes).
-    `on_commit(episode_id, step)` runs in this process after each step is durable. Episodes that could
+    `on_commit(episode_id, step)` runs in this process after each step is durable. `levers` are the
+    harness levers of every episode (a resumed one keeps those it started with). Episodes that could
     not run (world would not build, replay diverged, worker died twice) raise `EpisodeError` after all
     others finished; they stay resumable.
     """
@@ -357,7 +361,7 @@ def run_many(
         raise InvalidInputError("a batch name only makes sense with a store to find it in again; pass store=")
     writer = Writer(store, len(small_worlds), on_commit, assess)
     jobs = plan_jobs(small_worlds, store, batch, limits=limits, world_options=world_options or {},
-                     record_timings=record_timings, writer=writer)
+                     record_timings=record_timings, writer=writer, levers=levers)
     if isinstance(backend, str):
         if backend != "local":
             raise InvalidInputError(f"unknown backend {backend!r}; use 'local' or pass a backend object")

@@ -55,5 +55,5 @@ def resume(
         recorder=StoreRecorder(store, on_commit=on_commit, assess=assess),
         episode_id=episode_id, world=world, world_options=record.world_options, resume=True,
         history=store.steps_of(episode_id), expected_initial_observation=record.initial_observation,
-        record_timings=record_timings, batch=record.batch, batch_key=record.batch_key,
+        record_timings=record_timings, batch=record.batch, batch_key=record.batch_key, levers=record.levers,
     ).run()

@@ -12,7 +12,7 @@ from datetime import datetime
 import apsw
 from pydantic import Field, JsonValue
 
-from lle.core import Limits, PolicyInfo, Record, SmallWorld, canonical_json, utcnow
+from lle.core import Levers, Limits, PolicyInfo, Record, SmallWorld, canonical_json, utcnow
 from lle.errors import InvalidInputError, UnknownIdError
 from lle.store.sqlite import Store
 
@@ -30,6 +30,8 @@ class EpisodeRecord(Record):
     """Keywords of the task family (e.g. `step_cost_ms`), so resume builds the same world."""
     limits: Limits
     """Step and time limits in force."""
+    levers: Levers = Field(default_factory=Levers)
+    """Harness levers in force (stuck notes and masks, submit discipline, …), so resume acts the same."""
     initial_observation: str
     """What reset returned; resume checks the rebuilt world returns it again."""
     runtime_version: str = ""
@@ -48,7 +50,8 @@ _COLUMNS = "id, small_world, policy, runtime, started_at, batch, batch_key"
 def begin_episode(store: Store, record: EpisodeRecord) -> None:
     """Commit the episode row; raises `InvalidInputError` if the id or (batch, key) is taken."""
     runtime = {"policy_spec": record.policy_spec, "world_options": record.world_options,
-               "limits": record.limits.model_dump(mode="json"), "initial_observation": record.initial_observation,
+               "limits": record.limits.model_dump(mode="json"), "levers": record.levers.model_dump(mode="json"),
+               "initial_observation": record.initial_observation,
                "runtime_version": record.runtime_version, "version": record.version}
     try:
         with store._write():  # the store's one write path: BEGIN IMMEDIATE, refuses newer schemas
@@ -74,6 +77,7 @@ def _record(row: tuple[object, ...]) -> EpisodeRecord:
         id=str(id_), small_world=SmallWorld.model_validate_json(str(small_world)),
         policy=PolicyInfo.model_validate_json(str(policy)), policy_spec=extra.get("policy_spec"),
         world_options=extra.get("world_options") or {}, limits=Limits.model_validate(extra["limits"]),
+        levers=Levers.model_validate(extra.get("levers") or {}),
         initial_observation=extra.get("initial_observation", ""), runtime_version=extra.get("runtime_version", ""),
         batch=None if batch is None else str(batch), batch_key=None if batch_key is None else str(batch_key),
         started_at=datetime.fromisoformat(str(started_at)), version=int(extra.get("version", 1)),

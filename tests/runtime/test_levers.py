@@ -1,0 +1,132 @@
+"""The levers in the real harness: recorded interventions, masks that hold, the last-step schema, resume."""
+
+from __future__ import annotations
+
+import contextlib
+
+from pydantic import JsonValue
+
+from lle.core import ActionRequest, Context, Levers, LLMCall, Split
+from lle.policies import ScriptedPolicy
+from lle.runtime.harness import Episode, Submitted, run_episode
+from lle.runtime.recorder import StoreRecorder
+from lle.runtime.resume import resume
+from lle.store import Store
+from lle.store.episodes import get_episode, is_finished
+from lle.worlds.base import open_family, open_world
+from lle.worlds.games.twx import GAMES, TwxWorld
+
+LEVERS = Levers(stuck="mask", submit_discipline=True, working_memory=True)
+
+
+def interventions(step: object) -> list[dict[str, JsonValue]]:
+    return [fb.content for fb in step.feedback if fb.kind == "intervention"]  # type: ignore[attr-defined, misc]
+
+
+class Repeater:
+    """Qwen's loop: calculate the goal's expression forever, unless the schema leaves only submit.
+
+    Like a model decoding under the grammar, it can only pick what the context's schema offers.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[Context] = []
+
+    def act(self, context: Context) -> tuple[ActionRequest, LLMCall | None]:
+        self.seen.append(context)
+        names = [b["properties"]["tool"]["const"] for b in context.action_schema["anyOf"]]  # type: ignore[index, union-attr]
+        if "calculate" in names:
+            return ActionRequest(tool="calculate", args={"expression": "2 + 3"}), None
+        return ActionRequest(tool="submit", args={"answer": "5"}), None
+
+
+def math_world():  # type: ignore[no-untyped-def]
+    return open_family("math/arith-v1").small_world(Split.train, 0)
+
+
+def test_without_levers_the_loop_runs_out_of_steps() -> None:
+    exp = run_episode(math_world(), Repeater(), limits=math_world().limits.model_copy(update={"max_steps": 6}))
+    assert [s.request.tool for s in exp.steps] == ["calculate"] * 6
+    assert all(interventions(s) == [] for s in exp.steps)
+
+
+def test_with_levers_the_loop_is_noted_masked_and_submitted(store: Store) -> None:
+    sw = math_world()
+    policy = Repeater()
+    episode = Episode(sw, policy, limits=sw.limits.model_copy(update={"max_steps": 6}), levers=LEVERS,
+                      recorder=StoreRecorder(store))
+    exp = episode.run()
+    tools = [s.request.tool for s in exp.steps]
+    assert tools == ["calculate", "calculate", "calculate", "submit"]  # noted at 3, masked at 4
+    assert isinstance(episode.stop, Submitted)
+    stuck = [i for s in exp.steps for i in interventions(s) if i["lever"] == "stuck"]
+    assert [i["masked"] for i in stuck] == [[], ["calculate"]]
+    assert "you already ran calculate" in policy.seen[2].messages[-1].content
+    assert "Budget: this is step 3 of 6" in policy.seen[2].messages[-1].content
+    assert "## What you have done so far" in policy.seen[1].messages[-1].content
+    assert get_episode(store, exp.id).levers == LEVERS
+    assert [interventions(s) for s in store.steps_of(exp.id)] == [interventions(s) for s in exp.steps]
+
+
+def test_the_last_step_offers_only_submit() -> None:
+    sw = math_world()
+    policy = Repeater()
+    levers = Levers(submit_discipline=True)
+    exp = run_episode(sw, policy, limits=sw.limits.model_copy(update={"max_steps": 3}), levers=levers)
+    assert [s.request.tool for s in exp.steps] == ["calculate", "calculate", "submit"]
+    assert interventions(exp.steps[-1]) == [{"lever": "submit_only", "tools": ["submit"]}]
+
+
+def test_a_masked_tool_asked_for_anyway_is_denied_not_run() -> None:
+    sw = math_world()
+    script = [ActionRequest(tool="calculate", args={"expression": "1 + 1"})] * 4
+    exp = run_episode(sw, ScriptedPolicy(script), limits=sw.limits.model_copy(update={"max_steps": 4}),
+                      levers=Levers(stuck="mask"))
+    last = exp.steps[-1]  # the second detection masked calculate; a policy that ignores the schema is denied
+    assert not last.executed.allowed and "masked by the runtime" in str(last.executed.denied_reason)
+
+
+def test_resume_rederives_the_levers_and_matches_an_unkilled_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    sw = math_world()
+    limits = sw.limits.model_copy(update={"max_steps": 6})
+    with Store(tmp_path / "a.db") as full_store:
+        full = Episode(sw, Repeater(), limits=limits, levers=LEVERS, recorder=StoreRecorder(full_store)).run()
+    with Store(tmp_path / "b.db") as store:
+        killed = Episode(sw, Repeater(), limits=limits, levers=LEVERS, recorder=StoreRecorder(store))
+
+        class Kill(Exception):
+            pass
+
+        commits = {"n": 0}
+
+        def on_commit(_id: str, _step: object) -> None:
+            commits["n"] += 1
+            if commits["n"] == 3:
+                raise Kill
+
+        killed.recorder = StoreRecorder(store, on_commit=on_commit)
+        with contextlib.suppress(Kill):
+            killed.run()
+        assert len(store.steps_of(killed.id)) == 3 and not is_finished(store, killed.id)
+        again = resume(store, killed.id, policy=Repeater())
+    strip = [(s.request.tool, interventions(s)) for s in full.steps]
+    assert [(s.request.tool, interventions(s)) for s in again.steps] == strip
+
+
+def test_admissible_commands_become_an_enum_in_a_text_game() -> None:
+    game = GAMES["coin"]
+    sw = open_family(game.world_id).small_world(Split.train, 0)
+    seen: list[Context] = []
+
+    def look(context: Context) -> ActionRequest:
+        seen.append(context)
+        return ActionRequest(tool="act", args={"command": "look around"})
+
+    world = open_world(sw)
+    assert isinstance(world, TwxWorld)
+    exp = run_episode(sw, ScriptedPolicy(look), world=world, limits=sw.limits.model_copy(update={"max_steps": 2}),
+                      levers=Levers(admissible_masks=True))
+    branch = next(b for b in seen[0].action_schema["anyOf"] if b["properties"]["tool"]["const"] == "act")  # type: ignore[index, union-attr]
+    enum = branch["properties"]["args"]["properties"]["command"]["enum"]  # type: ignore[index]
+    assert "look around" in enum and len(enum) > 1
+    assert interventions(exp.steps[0])[0]["lever"] == "admissible_masks"
