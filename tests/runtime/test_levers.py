@@ -130,3 +130,20 @@ def test_admissible_commands_become_an_enum_in_a_text_game() -> None:
     enum = branch["properties"]["args"]["properties"]["command"]["enum"]  # type: ignore[index]
     assert "look around" in enum and len(enum) > 1
     assert interventions(exp.steps[0])[0]["lever"] == "admissible_masks"
+
+
+def test_experiences_show_prints_each_steps_interventions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    sw = math_world()
+    with Store(tmp_path / "lle.db") as store:
+        exp = Episode(sw, Repeater(), limits=sw.limits.model_copy(update={"max_steps": 6}), levers=LEVERS,
+                      recorder=StoreRecorder(store)).run()
+        store.append_experiences([exp]) if not is_finished(store, exp.id) else None
+    out = subprocess.run([sys.executable, "-m", "lle.cli.main", "--workspace", str(tmp_path), "experiences", "show",
+                          exp.id], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    out = out.stdout  # type: ignore[assignment]
+    assert "runtime    stuck (repeat), told the model: you already ran calculate" in out
+    assert "masked calculate for this step" in out and "working memory shown" in out

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -40,6 +41,22 @@ def list_(
     console.print(table)
 
 
+def intervention_text(content: dict[str, Any]) -> str:
+    """One line for a runtime intervention (`lle.runtime.levers`)."""
+    lever = content.get("lever")
+    if lever == "stuck":
+        masked = content.get("masked") or []
+        return (f"stuck ({content.get('pattern')}), told the model: {content.get('note')}"
+                + (f"; masked {', '.join(map(str, masked))} for this step" if masked else ""))
+    if lever == "submit_only":
+        return f"last step: only {', '.join(map(str, content.get('tools') or []))} offered"
+    if lever == "working_memory":
+        return f"working memory shown ({content.get('chars')} characters)"
+    if lever == "admissible_masks":
+        return "the world's admissible commands offered as an enum"
+    return json.dumps(content, ensure_ascii=False)
+
+
 @app.command("show")
 def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Show one experience: each step as requested -> executed -> effect."""
@@ -58,6 +75,9 @@ def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> N
     for step in exp.steps:
         req, ex, eff = step.request, step.executed, step.effect
         console.print(f"\n[bold]step {step.index}[/bold]", highlight=False)
+        for fb in step.feedback:  # what the runtime changed in this step's context, before the model acted
+            if fb.kind == "intervention" and isinstance(fb.content, dict):
+                console.print(f"  runtime    {intervention_text(fb.content)}", highlight=False, markup=False)
         console.print(f"  requested  {req.tool} {json.dumps(req.args)}", highlight=False)
         if req.expect:
             console.print(f"  expected   {req.expect}", highlight=False)

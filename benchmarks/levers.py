@@ -1,0 +1,110 @@
+"""Harness levers on train small worlds: success, tokens and seconds per step, each lever off and on; prints JSON.
+
+    .venv/bin/python benchmarks/levers.py [--models smollm2-135m,qwen2.5-coder-0.5b] [--per-family 40]
+        [--configs off,stuck,submit,memory,masks,all] [--steps 6] [--workers 2] [--suite starter]
+
+Every configuration runs the same train small worlds of every world of the suite (train split only:
+this is a tuning measurement, never a verdict), greedy, with the budgeted context builder and the
+model's own tokenizer, as the flywheel does. Success is the world's own verdict on the terminal step.
+Configurations: `off` (no lever), one lever at a time (`stuck` = note then mask, `submit` = budget
+shown and the last step submit-only, `memory` = working memory, `masks` = admissible-command enums),
+and `all` together. Numbers depend on the machine and on what else runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any
+
+from lle.core import Experience, Levers, RunConfig, Split
+from lle.flywheel import suite as suites
+from lle.flywheel.loop import model_path
+from lle.flywheel.strategies import SpecPolicyFactory, StrategyBuilderFactory
+from lle.runtime.parallel import run_many
+
+CONFIGS = {
+    "off": Levers(),
+    "stuck": Levers(stuck="mask"),
+    "submit": Levers(submit_discipline=True),
+    "memory": Levers(working_memory=True),
+    "masks": Levers(admissible_masks=True),
+    "all": Levers(stuck="mask", submit_discipline=True, working_memory=True, admissible_masks=True),
+}
+
+
+def solved(exp: Experience) -> bool:
+    for step in exp.steps:
+        for fb in step.feedback:
+            info = fb.content.get("info") if fb.kind == "reward" and isinstance(fb.content, dict) else None
+            if isinstance(info, dict) and info.get("success") is True:
+                return True
+    return False
+
+
+def stopped_by(exp: Experience) -> str:
+    for fb in exp.steps[-1].feedback if exp.steps else []:
+        if fb.kind == "stop" and isinstance(fb.content, dict):
+            return str(fb.content.get("reason"))
+    return "?"
+
+
+def measure(model: str, levers: Levers, worlds: list[Any], workers: int) -> dict[str, Any]:
+    path = model_path(RunConfig(model=model))
+    started = time.perf_counter()
+    exps = run_many(worlds, SpecPolicyFactory(model, threads=max(1, (os.cpu_count() or 2) // workers)),
+                    workers=workers, context_builder_factory=StrategyBuilderFactory("none", "", path),
+                    levers=levers, record_timings=False)
+    seconds = time.perf_counter() - started
+    steps = [s for e in exps for s in e.steps]
+    calls = [s.llm for s in steps if s.llm is not None]
+    by_world: dict[str, list[bool]] = {}
+    for exp in exps:
+        by_world.setdefault(exp.small_world.world, []).append(solved(exp))
+    stops: dict[str, int] = {}
+    for exp in exps:
+        stops[stopped_by(exp)] = stops.get(stopped_by(exp), 0) + 1
+    return {
+        "solved": sum(solved(e) for e in exps), "episodes": len(exps),
+        "by_world": {w: f"{sum(v)}/{len(v)}" for w, v in sorted(by_world.items())},
+        "stops": dict(sorted(stops.items())),
+        "steps": len(steps),
+        "prompt_tokens_per_step": round(statistics.fmean(c.prompt_tokens for c in calls), 1) if calls else None,
+        "completion_tokens_per_step": round(statistics.fmean(c.completion_tokens for c in calls), 1) if calls else None,
+        "seconds_per_step": round(seconds * workers / max(len(steps), 1), 2),
+        "wall_s": round(seconds, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
+    parser.add_argument("--per-family", type=int, default=40, help="train small worlds per world of the suite")
+    parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--suite", default="starter")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    suite = suites.get_suite(args.suite)
+    n = args.per_family * len(suite.worlds)
+    worlds = suites.draw(suite, Split.train, n, seed=args.seed, round_=0, max_steps=args.steps)
+    out: dict[str, Any] = {"suite": suite.name, "per_family": args.per_family, "steps": args.steps,
+                           "machine": f"{platform.machine()} {os.cpu_count()} cpus", "load_avg": os.getloadavg()[0],
+                           "results": {}}
+    for model in args.models.split(","):
+        for name in args.configs.split(","):
+            result = measure(model, CONFIGS[name], worlds, args.workers)
+            out["results"].setdefault(model, {})[name] = result
+            print(f"{model} {name}: {result['solved']}/{result['episodes']} {result['by_world']}", file=sys.stderr,
+                  flush=True)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
