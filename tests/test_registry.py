@@ -53,3 +53,12 @@ def test_unknown_and_broken_entries_say_what_to_do() -> None:
     registry.register("test/broken-v1", "no_such_module_xyz:thing", replace=True)
     with pytest.raises(RegistryError, match="failed to load"):
         registry.make("test/broken-v1")
+
+
+def test_a_class_whose_id_differs_from_its_registered_id_fails_at_load_naming_both() -> None:
+    from lle.worlds.toy import KeysFamily
+
+    registry.register("test/keys-elsewhere-v1", KeysFamily, replace=True)
+    with pytest.raises(RegistryError, match=r"test/keys-elsewhere-v1.*'toy/keys-v1'.*must be equal"):
+        registry.spec("test/keys-elsewhere-v1").load()
+    assert registry.spec("toy/keys-v1").load() is KeysFamily

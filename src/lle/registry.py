@@ -3,21 +3,26 @@
 An id is `family/name-vN` (e.g. `toy/keys-v1`, `store/sqlite-v1`). Built-ins are declared as
 entry points of the group `lle.plugins` in lle's own pyproject, exactly like outside plugins, so
 there is one path for both. An entry point's name is the id and its value `module:attr`; nothing
-is imported until `make` needs it.
+is imported until `make` needs it. A class that declares an `id` (a `TaskFamily`) must declare the
+entry point's name. An entry point whose name is not a well-formed id is not registered but is
+reported: logged once, listed by `rejected()` and by `lle plugins` (which lists every entry point,
+its distribution, and why one failed to load).
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from lle.errors import RegistryError
 
 ENTRY_POINT_GROUP = "lle.plugins"
+log = logging.getLogger(__name__)
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[a-z0-9][a-z0-9_.-]*-v(\d+)$")
 
 
@@ -30,26 +35,45 @@ class Spec:
     """`entry-point:<distribution>` or `register`."""
 
     def load(self) -> Callable[..., Any]:
-        if not isinstance(self.entry_point, str):
-            return self.entry_point
-        module_name, _, attr = self.entry_point.partition(":")
+        obj: Any = self.entry_point if not isinstance(self.entry_point, str) else self._import(self.entry_point)
+        if not callable(obj):
+            raise RegistryError(
+                f"{self.id}: entry point {self.entry_point!r} is not callable; point it at a class or function"
+            )
+        declared = getattr(obj, "id", None) if isinstance(obj, type) else None
+        if isinstance(declared, str) and declared != self.id:
+            raise RegistryError(
+                f"{self.id}: entry point {self.entry_point!r} ({self.source}) declares id {declared!r}; "
+                f"the entry point's name and the class's id must be equal: rename one of them"
+            )
+        return obj  # type: ignore[no-any-return]
+
+    def _import(self, target: str) -> Any:
+        module_name, _, attr = target.partition(":")
         try:
             obj: Any = importlib.import_module(module_name)
             for part in attr.split(".") if attr else []:
                 obj = getattr(obj, part)
         except (ImportError, AttributeError) as err:
             raise RegistryError(
-                f"{self.id}: entry point {self.entry_point!r} ({self.source}) failed to load: {err}; "
+                f"{self.id}: entry point {target!r} ({self.source}) failed to load: {err}; "
                 "fix the plugin's entry point or install what it needs"
             ) from err
-        if not callable(obj):
-            raise RegistryError(
-                f"{self.id}: entry point {self.entry_point!r} is not callable; point it at a class or function"
-            )
-        return obj  # type: ignore[no-any-return]
+        return obj
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An entry point of the group that was not registered, and why."""
+
+    name: str
+    value: str
+    distribution: str
+    reason: str
 
 
 _specs: dict[str, Spec] = {}
+_rejected: list[Rejected] = []
 _entry_points_loaded = False
 
 
@@ -80,10 +104,32 @@ def _load_entry_points() -> None:
         return
     _entry_points_loaded = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist.name if ep.dist is not None else "?"
+        dist = distribution(ep)
         if not ID_PATTERN.match(ep.name):
-            continue  # a malformed outside plugin must not break lle; `lle plugins` would show it
+            # A malformed outside plugin must not break lle: it is left out, and said so.
+            reason = (f"entry point name {ep.name!r} is not a well-formed id; rename it `family/name-vN` "
+                      "in lower case (e.g. `demo/counter-v1`) in the plugin's pyproject")
+            _rejected.append(Rejected(ep.name, ep.value, dist, reason))
+            log.warning("lle.plugins: %s (from %s) not registered: %s", ep.name, dist, reason)
+            continue
         _specs.setdefault(ep.name, Spec(ep.name, ep.value, f"entry-point:{dist}"))
+
+
+def distribution(ep: EntryPoint) -> str:
+    """The name of the installed distribution that declares `ep` (`?` when unknown)."""
+    return ep.dist.name if ep.dist is not None else "?"
+
+
+def rejected() -> list[Rejected]:
+    """Entry points of `lle.plugins` that were not registered (malformed names), with the fix."""
+    _load_entry_points()
+    return list(_rejected)
+
+
+def specs() -> list[Spec]:
+    """Every registered spec (entry points and `register` calls), sorted by id; nothing is imported."""
+    _load_entry_points()
+    return [_specs[i] for i in sorted(_specs)]
 
 
 def spec(id_: str) -> Spec:
@@ -93,6 +139,9 @@ def spec(id_: str) -> Spec:
     except KeyError:
         family = id_.split("/", 1)[0]
         near = [s for s in _specs if s.startswith(family + "/")] or sorted(_specs)
+        bad = next((r for r in _rejected if r.name == id_), None)
+        if bad is not None:
+            raise RegistryError(f"{id_!r} (from {bad.distribution}) was not registered: {bad.reason}") from None
         raise RegistryError(f"no registered id {id_!r}; known: {', '.join(sorted(near)) or 'none'}") from None
 
 

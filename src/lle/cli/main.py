@@ -7,7 +7,7 @@ import sys
 import typer
 
 from lle import __version__
-from lle.cli import carriers, evidence, experiences, models, schema, store, updates, worlds
+from lle.cli import carriers, evidence, experiences, models, plugins, schema, store, updates, worlds
 from lle.cli import episodes as episodes_cmd
 from lle.cli import export as export_cmd
 from lle.cli import run as run_cmd
@@ -38,6 +38,7 @@ app.add_typer(export_cmd.app, name="export")
 app.command("revoke")(updates.revoke)
 app.command("doctor", help="Check that the default model runs on this CPU (same as `lle models check`).")(models.check)
 app.command("schema")(schema.schema)
+app.command("plugins")(plugins.plugins)
 app.command("run")(run_cmd.run)
 app.command("report")(run_cmd.report_cmd)
 app.add_typer(run_cmd.runs_app, name="runs")

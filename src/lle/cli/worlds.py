@@ -31,62 +31,54 @@ HELP = {"help", "?"}
 # --- what is registered ------------------------------------------------------------------------------
 
 
-def family_ids() -> list[str]:
-    """Registered ids whose entry point is a `TaskFamily` class (verifiers, stores and broken plugins left out)."""
-    found = []
+def family_classes() -> dict[str, type[TaskFamily]]:
+    """Registered ids whose entry point is a `TaskFamily` class (verifiers, stores and broken plugins left out).
+
+    Only modules are imported: no family is built and no world started (a JVM-backed game is listed
+    from its class alone).
+    """
+    found: dict[str, type[TaskFamily]] = {}
     for id_ in registry.ids():
         try:
             factory = registry.spec(id_).load()
         except RegistryError as err:
             err_console.print(f"[yellow]skipped[/yellow] {id_}: {err}", highlight=False, soft_wrap=True)
             continue
-        if _is_family(factory):
-            found.append(id_)
+        if inspect.isclass(factory) and issubclass(factory, TaskFamily):
+            found[id_] = factory
     return found
-
-
-def _is_family(factory: object) -> bool:
-    return inspect.isclass(factory) and issubclass(factory, TaskFamily)
 
 
 def open_world_family(world_id: str) -> TaskFamily:
     """`open_family`, refusing ids that are registered but are not task families before building them."""
     factory = registry.spec(world_id).load()
-    if not _is_family(factory):
+    if not (inspect.isclass(factory) and issubclass(factory, TaskFamily)):
         raise RegistryError(f"{world_id} is registered but is not a TaskFamily "
                             f"({getattr(factory, '__name__', type(factory).__name__)}); "
                             "pick a world id from `lle worlds list`")
     return open_family(world_id)
 
 
-def split_sizes(family: TaskFamily) -> dict[str, int | None]:
-    """Tasks per split where the family knows (a `split_sizes()` method); None means unbounded or unknown."""
-    sizes = getattr(family, "split_sizes", None)
-    known: dict[str, Any] = sizes() if callable(sizes) else {}
-    return {s.value: (int(known[s.value]) if known.get(s.value) is not None else None) for s in Split}
-
-
-def summary(world_id: str) -> dict[str, Any]:
-    """One row of `list` (plain JSON values)."""
-    family = open_world_family(world_id)
-    sample = family.small_world(Split.train, 0)
-    return {"id": world_id, "family": family.family, "version": family.version,
-            "projects": list(family.projects), "tools": list(sample.tools), "splits": split_sizes(family)}
+def summary(family: type[TaskFamily] | TaskFamily) -> dict[str, Any]:
+    """One row of `list` (plain JSON values), from the family's static metadata only."""
+    return family.info().as_json()
 
 
 @app.command("list")
 def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List every registered task family: id, family, projects, tools, tasks per split."""
-    rows = [summary(i) for i in family_ids()]
+    """List every registered task family from its class alone (nothing is built or started)."""
+    rows = [summary(cls) for cls in family_classes().values()]
     if as_json:
         print_json(rows)
         return
     from rich.table import Table
 
-    table = Table("id", "family", "projects", "tools", "train", "dev", "test")
+    table = Table("id", "description", "projects", "tools", "anchor", "train", "dev", "test",
+                  caption="-: unbounded (generated per seed) or counted only when the data is loaded")
     for row in rows:
-        counts = ["∞" if row["splits"][s.value] is None else str(row["splits"][s.value]) for s in Split]
-        table.add_row(row["id"], row["family"], ", ".join(row["projects"]), ", ".join(row["tools"]), *counts)
+        counts = ["-" if row["splits"][s.value] is None else str(row["splits"][s.value]) for s in Split]
+        table.add_row(row["id"], row["description"], ", ".join(row["projects"]), ", ".join(row["tools"]),
+                      row["anchor"], *counts)
     console.print(table)
 
 
@@ -104,7 +96,7 @@ def describe(world_id: str) -> dict[str, Any]:
     finally:
         world.close()
     return {
-        **summary(world_id),
+        **summary(family),
         "tools": tools,
         "verifiers": list(sample.verifiers),
         "permissions": sample.permissions.model_dump(mode="json", exclude={"version"}),
@@ -122,9 +114,10 @@ def show(world_id: str = typer.Argument(..., help="A world id from `lle worlds l
     if as_json:
         print_json(info)
         return
-    out = [f"{info['id']}  (family {info['family']}, version {info['version']})",
-           f"projects: {', '.join(info['projects'])}",
-           "tasks: " + ", ".join(f"{k} {'unbounded' if v is None else v}" for k, v in info["splits"].items()),
+    out = [f"{info['id']}  (family {info['family']}, version {info['version']}): {info['description']}",
+           f"projects: {', '.join(info['projects'])}", f"anchor: {info['anchor']}",
+           "tasks: " + ", ".join(f"{k} {'unbounded or not counted' if v is None else v}"
+                                 for k, v in info["splits"].items()),
            f"verifiers: {', '.join(info['verifiers']) or 'none'}",
            f"permissions: {json.dumps(info['permissions'], sort_keys=True)}",
            f"limits: {json.dumps(info['limits'], sort_keys=True)}", "tools:"]

@@ -9,13 +9,14 @@ and a seed, and builds the world instance a small world runs in.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import jsonschema
 from pydantic import JsonValue
@@ -25,9 +26,11 @@ from lle.core import ActionRequest, Outcome, SmallWorld, Split, ToolSpec, World,
 from lle.errors import InvalidInputError, RegistryError, WorldError
 
 __all__ = [
+    "SPLIT_PERCENTS",
     "AnchorResult",
     "BaseWorld",
     "CheckReport",
+    "FamilyInfo",
     "SmallWorld",
     "TaskFamily",
     "ToolWorld",
@@ -36,6 +39,9 @@ __all__ = [
     "check_world",
     "open_family",
     "open_world",
+    "split_of",
+    "stable_order",
+    "stable_percent",
 ]
 
 
@@ -81,17 +87,63 @@ class BaseWorld(ABC):
         """Release what the world holds (processes, temp folders)."""
 
 
-class TaskFamily(ABC):
-    """Makes small worlds for a split and seed, and the world each one runs in.
-
-    Registered under its versioned id (the entry point's value is the class); `options()` returns the
-    constructor keywords, stored with each episode so `resume` builds the very same family.
-    """
+@dataclass(frozen=True)
+class FamilyInfo:
+    """What a task family is, read from its class alone: nothing is built, loaded or started."""
 
     id: str
     family: str
-    version: str = "1"
-    projects: tuple[str, ...] = ()
+    version: str
+    description: str
+    projects: tuple[str, ...]
+    tools: tuple[str, ...]
+    """The tools its small worlds allow (a world may define more that are never allowed)."""
+    anchor: str
+    """The kind of check that decides success (`test`, `execution`, `symbolic`, `state`, …)."""
+    levels: tuple[str, ...]
+    """Difficulty levels, easiest first; empty when the family has none."""
+    splits: dict[Split, int | None]
+    """Tasks per split; None means unbounded (generated per seed) or not known without loading data."""
+
+    def as_json(self) -> dict[str, JsonValue]:
+        return {"id": self.id, "family": self.family, "version": self.version, "description": self.description,
+                "projects": list(self.projects), "tools": list(self.tools), "anchor": self.anchor,
+                "levels": list(self.levels), "splits": {s.value: n for s, n in self.splits.items()}}
+
+
+class TaskFamily(ABC):
+    """Makes small worlds for a split and seed, and the world each one runs in.
+
+    Registered under its versioned id: the entry point's name must equal the class's `id` and its value
+    is the class. The class attributes and `split_sizes()` are static metadata (`info()`), read by
+    `lle worlds list` without building the family; `options()` returns the constructor keywords,
+    stored with each episode so `resume` builds the very same family.
+    """
+
+    id: ClassVar[str]
+    family: ClassVar[str]
+    version: ClassVar[str] = "1"
+    projects: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = ""
+    """One line for `lle worlds list`; empty means the class docstring's first line."""
+    tools: ClassVar[tuple[str, ...]] = ()
+    anchor: ClassVar[str] = "state"
+    levels: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def split_sizes(cls) -> dict[Split, int | None]:
+        """Tasks per split, without building anything; None for unbounded (the default) or unknown."""
+        return dict.fromkeys(Split)
+
+    @classmethod
+    def info(cls) -> FamilyInfo:
+        """The static metadata of this family (a classmethod: nothing is instantiated)."""
+        doc = (cls.__doc__ or "").strip().splitlines()
+        sizes = cls.split_sizes()
+        return FamilyInfo(id=cls.id, family=cls.family, version=cls.version,
+                          description=cls.description or (doc[0] if doc else ""), projects=tuple(cls.projects),
+                          tools=tuple(cls.tools), anchor=cls.anchor, levels=tuple(cls.levels),
+                          splits={s: sizes.get(s) for s in Split})
 
     @abstractmethod
     def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
@@ -114,6 +166,32 @@ class TaskFamily(ABC):
                 f"small world {small_world.id} belongs to {small_world.world}, not {self.id}; "
                 f"open it with `open_world` (it picks the family from the small world)"
             )
+
+
+# --- splits: one stable hash for every world ---------------------------------------------------------------
+
+SPLIT_PERCENTS: tuple[tuple[Split, int], ...] = ((Split.train, 80), (Split.dev, 90), (Split.test, 100))
+"""Cumulative percent per split: 80 % train, 10 % dev, 10 % test."""
+
+
+def stable_percent(key: str) -> int:
+    """0..99 from the sha256 of `key`: the same on every machine, whatever PYTHONHASHSEED is."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % 100
+
+
+def split_of(key: str, percents: Sequence[tuple[Split, int]] = SPLIT_PERCENTS) -> Split:
+    """The split of an item, from a stable hash of its key (never Python's `hash()`).
+
+    Put in the key what makes the item distinct (its text, or its project and seed) plus a salt, so
+    an item keeps its split for ever and equal items never land in two splits.
+    """
+    bucket = stable_percent(key)
+    return next(split for split, upper in percents if bucket < upper)
+
+
+def stable_order(keys: Sequence[str], salt: str) -> list[str]:
+    """`keys` in a pseudo-random order that depends only on their text (so seed 0 is not always the easiest)."""
+    return sorted(keys, key=lambda k: hashlib.sha256(f"{salt}:{k}".encode()).hexdigest())
 
 
 def open_family(world_id: str, **options: Any) -> TaskFamily:
@@ -152,7 +230,11 @@ def open_world(small_world: SmallWorld, **options: Any) -> ToolWorld:
 class AnchorResult:
     """What a world's anchor found. Holds no gold: `info()` may be shown to the agent.
 
-    Worlds subclass it only to set their `anchor` kind and `checker` name.
+    The success contract: on the step that ends the episode (terminated), the world's `info` carries
+    `success` (True/False; None when the anchor could not decide, never rounded up), `anchor` (the
+    kind of check; a kind in `lle.evidence.verifiers.NON_GOAL_ANCHORS` never counts as reaching the
+    goal) and `detail`. `info()` writes exactly that; `world_step()` wraps it in the final step.
+    Worlds use it as is, passing `anchor` and `checker`, or subclass it to add fields of their own.
     """
 
     outcome: Outcome
@@ -170,6 +252,10 @@ class AnchorResult:
         success = None if self.outcome is Outcome.unknown else self.passed
         return {"success": success, "anchor": self.anchor, "outcome": self.outcome.value,
                 "detail": {"checker": self.checker, "reason": self.reason, **self.detail}}
+
+    def world_step(self, observation: str) -> WorldStep:
+        """The step that ends the episode with this verdict: reward 1.0 only when it passed."""
+        return WorldStep(observation, 1.0 if self.passed else 0.0, True, False, self.info())
 
 
 # --- conformance ------------------------------------------------------------------------------------
@@ -342,13 +428,34 @@ def check_world(
     return report
 
 
-def check_family(family: TaskFamily, *, seeds: Sequence[int] = (0, 1, 2, 3)) -> CheckReport:
-    """`check_world` on one small world per project, plus the family's own promises.
+def check_family(family: TaskFamily, *, seeds: Sequence[int] = (0, 1, 2, 3),
+                 probe: Sequence[ActionRequest] | None = None) -> CheckReport:
+    """Check a family's promises, then `check_world` on one small world per project; raise `WorldError`.
 
-    Small worlds are deterministic per (split, seed), splits never share an id or a seed, and
-    different seeds give different layouts (first observations differ across `seeds`).
+    - `family-metadata`: the static metadata (`info()`) holds: a well-formed id, a description, and
+      `tools` equal to what the small worlds allow (so `lle worlds list` tells the truth unbuilt).
+    - `family-determinism`: `small_world(split, seed)` gives the same small world on every call
+      (resume and paired evaluation rebuild tasks from (split, seed) alone).
+    - `family-splits`: across every split and every seed in `seeds`, no two small worlds share an id
+      or a world seed (`SmallWorld.seed`, the number `reset` gets). A world seed in two splits would
+      be one world in train and in test: held-out results would be contaminated.
+    - `family-variety`: the train small worlds of `seeds` do not all give the same first observation:
+      a family that ignores the seed would offer one task many times.
+    - `world:<project>`: `check_world` (with `probe`, default each tool once then `submit`) on the
+      first seed's small world of each project.
+
+    `seeds` are task seeds to sample in each split (at least two for the variety check); `probe` is
+    the action sequence `check_world` plays, for worlds whose tools need meaningful arguments.
     """
-    report = CheckReport()
+    from lle.registry import ID_PATTERN
+
+    info = family.info()
+    sample = family.small_world(Split.train, seeds[0])
+    if not ID_PATTERN.match(info.id) or not info.description or set(info.tools) != set(sample.tools):
+        raise _fail("family-metadata", f"{info.id!r}: static metadata (id, description, tools {list(info.tools)}) "
+                    f"disagrees with the small world (tools {sample.tools})",
+                    "set the class attributes id (family/name-vN), description or a docstring, and tools")
+    report = CheckReport(passed=["family-metadata"])
     by_split: dict[Split, list[SmallWorld]] = {}
     for split in Split:
         worlds = [family.small_world(split, s) for s in seeds]
@@ -371,7 +478,7 @@ def check_family(family: TaskFamily, *, seeds: Sequence[int] = (0, 1, 2, 3)) -> 
     report.passed += ["family-determinism", "family-splits", "family-variety"]
     for project in family.projects or (None,):
         sw = family.small_world(Split.train, seeds[0], project=project)
-        sub = check_world(partial(family.make_world, sw), seeds=(sw.seed,))
+        sub = check_world(partial(family.make_world, sw), seeds=(sw.seed,), probe=probe)
         report.steps_probed += sub.steps_probed
     report.passed += [f"world:{p}" for p in family.projects]
     return report

@@ -72,8 +72,8 @@ MODULE_HACKS = {
 @pytest.mark.parametrize("hack", sorted(MODULE_HACKS))
 def test_module_level_hacks_score_zero(hack: str, repo_dir: Callable[..., Path]) -> None:
     result = verify(SPEC, repo_dir(SPEC, {MODULE: MODULE_HACKS[hack]}))
-    assert result.ran and not result.success, hack
-    assert result.detail()["success"] is False
+    assert result.ran and not result.passed, hack
+    assert result.info()["success"] is False
 
 
 def test_each_hack_fails_for_the_reason_the_anchor_was_built_for(repo_dir: Callable[..., Path]) -> None:
@@ -99,7 +99,7 @@ def test_each_hack_fails_for_the_reason_the_anchor_was_built_for(repo_dir: Calla
 def test_hard_coded_answers_pass_the_visible_tests_but_not_the_hidden_ones(repo_dir: Callable[..., Path]) -> None:
     result = verify(SPEC, repo_dir(SPEC, {MODULE: HARDCODED}))
     assert result.completed and result.visible_passed == len(result.visible)
-    assert result.hidden_passed < result.hidden_total and not result.success
+    assert result.hidden_passed < result.hidden_total and not result.passed
 
 
 def test_the_runner_parent_is_out_of_reach_of_the_module(repo_dir: Callable[..., Path]) -> None:
@@ -121,11 +121,11 @@ def test_files_planted_next_to_the_module_are_ignored(repo_dir: Callable[..., Pa
         TEST_FILE: "def test_nothing():\n    pass\n",
         "src/helper.py": "def close(a, b):\n    return abs(a - b)\n",
     }
-    assert not verify(SPEC, repo_dir(SPEC, planted)).success
+    assert not verify(SPEC, repo_dir(SPEC, planted)).passed
     fixed = verify(SPEC, repo_dir(SPEC, {**planted, MODULE: PROBLEM.source}))
-    assert fixed.success  # none of it interferes with a real fix either
+    assert fixed.passed  # none of it interferes with a real fix either
     needs_helper = PROBLEM.source.replace("from typing import List", "from typing import List\nimport helper")
-    assert not verify(SPEC, repo_dir(SPEC, {**planted, MODULE: needs_helper})).success  # only the module is copied
+    assert not verify(SPEC, repo_dir(SPEC, {**planted, MODULE: needs_helper})).passed  # only the module is copied
 
 
 def test_a_symlinked_module_is_not_followed(repo_dir: Callable[..., Path], tmp_path: Path) -> None:
@@ -134,7 +134,7 @@ def test_a_symlinked_module_is_not_followed(repo_dir: Callable[..., Path], tmp_p
     root = repo_dir(SPEC)
     (root / MODULE).unlink()
     (root / MODULE).symlink_to(outside)
-    assert not verify(SPEC, root).success
+    assert not verify(SPEC, root).passed
 
 
 def test_writes_to_tests_are_denied_and_submit_still_scores_zero(play: Play, reward_and_info: Outcome) -> None:
@@ -184,8 +184,8 @@ def test_quirk_hacks_keyed_on_the_visible_settings_fail_the_hidden_ones(repo_dir
             "    if amount <= allowance:\n        return round(float(amount * 0), 2)\n"
             "    return round(float((amount - allowance) * rate / 100), 2)\n")
     result = verify(spec, _quirk_repo(spec, repo_dir, task.module_path, hack))
-    assert result.visible_passed == len(result.visible) and not result.success
-    assert verify(spec, _quirk_repo(spec, repo_dir, task.module_path, solution_module(task))).success
+    assert result.visible_passed == len(result.visible) and not result.passed
+    assert verify(spec, _quirk_repo(spec, repo_dir, task.module_path, solution_module(task))).passed
 
 
 def test_the_config_the_hidden_cases_use_is_never_in_the_workdir() -> None:

@@ -19,9 +19,9 @@ from lle.worlds.code.humaneval import (
     decode_world_seed,
     module_path,
     problem_spec,
+    problem_splits,
     reference_actions,
     spec_for,
-    split_of,
     task_of,
 )
 from lle.worlds.code.repo import verify
@@ -32,7 +32,7 @@ Outcome = Callable[[Experience], tuple[float, dict[str, Any]]]
 
 
 def test_problems_split_100_32_32_by_a_stable_hash() -> None:
-    splits = split_of()
+    splits = problem_splits()
     assert len(splits) == 164
     by_split = {s: sorted((t for t, v in splits.items() if v == s), key=lambda t: int(t.split("/")[1])) for s in Split}
     assert {s: len(v) for s, v in by_split.items()} == {Split.train: 100, Split.dev: 32, Split.test: 32}
@@ -55,7 +55,7 @@ def test_small_worlds_are_deterministic_and_never_cross_splits() -> None:
             assert sw == family.small_world(split, seed)
             assert decode_world_seed(sw.seed) == (split, seed)
             problem = task_of(split, seed)[0]
-            assert split_of()[problem] == split
+            assert problem_splits()[problem] == split
             assert seen.setdefault(problem, split) == split
     assert family.small_world(Split.train, 0).id == "code/humaneval-v1:humaneval:train:0"
     goals = {split: {family.small_world(split, s).goal for s in range(200)} for split in Split}
@@ -81,7 +81,8 @@ def test_the_reference_succeeds_through_the_harness(split: Split, seed: int, pla
     exp = play(sw, reference_actions(sw))
     reward, info = reward_and_info(exp)
     assert reward == 1.0 and info["success"] is True
-    assert info["anchor"]["hidden_total"] >= 2 and info["anchor"]["hidden_passed"] == info["anchor"]["hidden_total"]
+    assert info["anchor"] == "test" and info["detail"]["checker"] == "sandboxed-tests"
+    assert info["detail"]["hidden_total"] >= 2 and info["detail"]["hidden_passed"] == info["detail"]["hidden_total"]
     run_tests = next(s for s in exp.steps if s.request.tool == "run_tests")
     assert run_tests.effect.observation.startswith("run_tests: ") and " 0 failed" in run_tests.effect.observation
     assert [c.target for c in exp.steps[1].effect.changes] == [f"src/{run_tests_name(sw)}.py"]
@@ -97,7 +98,7 @@ def test_doing_nothing_scores_zero(play: Play, reward_and_info: Outcome) -> None
         sw = HumanEvalFamily().small_world(Split.train, seed)
         exp = play(sw, [ActionRequest(tool="run_tests"), ActionRequest(tool="submit")])
         reward, info = reward_and_info(exp)
-        assert reward == 0.0 and info["success"] is False and info["anchor"]["completed"] is True
+        assert reward == 0.0 and info["success"] is False and info["detail"]["completed"] is True
         assert "failed" in exp.steps[0].effect.observation and "FAIL v" in exp.steps[0].effect.observation
 
 
@@ -149,9 +150,9 @@ def test_catalogued_bugs_fail_the_visible_tests_and_the_canonical_passes(repo_di
         spec = problem_spec(problem, injection.source, [(a, e) for a, e in entry["visible"]],
                             [(a, e) for a, e in entry["hidden"]])
         buggy = verify(spec, repo_dir(spec))
-        assert buggy.completed and not buggy.success and buggy.visible_passed < len(buggy.visible)
+        assert buggy.completed and not buggy.passed and buggy.visible_passed < len(buggy.visible)
         fixed = verify(spec, repo_dir(spec, {module_path(problem): problem.source}))
-        assert fixed.success and fixed.hidden_passed == fixed.hidden_total > 0
+        assert fixed.passed and fixed.hidden_passed == fixed.hidden_total > 0
 
 
 @sandboxed
@@ -168,5 +169,5 @@ def test_the_anchor_can_be_called_directly_on_a_workdir() -> None:
     world.step(write)
     after = world.verify()
     world.close()
-    assert not before.success and before.ran and after.success
-    assert after.detail()["anchor"] == "sandboxed-tests" and after.detail()["failures"] == []
+    assert not before.passed and before.ran and after.passed
+    assert after.info()["detail"]["checker"] == "sandboxed-tests" and after.detail["failures"] == []

@@ -74,7 +74,7 @@ def test_the_family_passes_check_family_for_every_project() -> None:
 def test_reference_succeeds_and_doing_nothing_fails(project: str, play: Play, reward_and_info: Outcome) -> None:
     sw = QuirksFamily().small_world(Split.train, 4, project=project)
     reward, info = reward_and_info(play(sw, reference_actions(sw)))
-    assert reward == 1.0 and info["success"] is True and info["anchor"]["hidden_total"] == 4
+    assert reward == 1.0 and info["success"] is True and info["detail"]["hidden_total"] == 4
     reward, info = reward_and_info(play(sw, [ActionRequest(tool="submit")]))
     assert reward == 0.0 and info["success"] is False
 
@@ -87,7 +87,7 @@ def test_the_quirk_helps_at_home_and_is_wrong_elsewhere(project: str, repo_dir: 
     spec = task_spec(task)
 
     def passes(text: str) -> bool:
-        return verify(spec, repo_dir(spec, {task.module_path: text})).success
+        return verify(spec, repo_dir(spec, {task.module_path: text})).passed
 
     assert passes(solution_module(task))
     assert passes(solution_module(task, replace(task.project.rules, helpers=False)))  # the rule, not the helper

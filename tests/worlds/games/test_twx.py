@@ -16,8 +16,8 @@ from lle.core import ActionRequest, Experience, Split, canonical_json
 from lle.errors import WorldError
 from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
+from lle.worlds import replay
 from lle.worlds.base import check_family
-from lle.worlds.games.common import replay
 from lle.worlds.games.twx import FOLD_BASE, GAMES, SEEDS_PER_FOLD, TwxFamily, TwxWorld, fold_of
 from lle.worlds.games.twx_jvm import Simulator, running_pid
 

@@ -13,10 +13,10 @@ from lle import registry
 from lle.core import ActionRequest, Experience, Split
 from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
-from lle.worlds.base import check_family, open_family
+from lle.worlds.base import check_family, open_family, split_of
 from lle.worlds.math import AnchorResult, MathFamily, reference_actions, verify
 from lle.worlds.math.anchor import screen
-from lle.worlds.math.items import entry, normalize, split_index, split_of
+from lle.worlds.math.items import SPLIT_SALT, entry, normalize, split_index
 
 IDS = {"math/arith-v1": "basic_arithmetic", "math/equations-v1": "simple_equations", "math/gsm-v1": "gsm_symbolic"}
 
@@ -149,7 +149,8 @@ def test_splits_are_disjoint_by_question_text_and_stable() -> None:
                  for s in Split}
         for s, found in texts.items():
             assert len(set(found)) == len(found)  # no question twice within a split
-            assert all(split_of(t) is s for t in found)  # the split is a function of the text alone
+            # The split is a function of the text alone.
+            assert all(split_of(f"{SPLIT_SALT}:{normalize(t)}") is s for t in found)
         assert not (set(texts[Split.train]) & set(texts[Split.dev]))
         assert not (set(texts[Split.train]) & set(texts[Split.test]))
         assert not (set(texts[Split.dev]) & set(texts[Split.test]))

@@ -14,12 +14,12 @@ from lle import registry
 from lle.core import ActionRequest, Experience, Split
 from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
-from lle.worlds.base import check_family, check_world, open_family
+from lle.worlds.base import check_family, check_world, open_family, split_of
 from lle.worlds.sql import AnchorResult, SqlFamily, SqlWorld, reference_actions, verify
 from lle.worlds.sql.execute import QueryResult, run_on_file, same_result
 from lle.worlds.sql.projects import PROJECTS
 from lle.worlds.sql.questions import make_task
-from lle.worlds.sql.world import split_of, split_seeds
+from lle.worlds.sql.world import SPLIT_SALT, split_seeds
 
 IDS = ["sql/shop-v1", "sql/library-v1", "sql/clinic-v1"]
 
@@ -259,7 +259,7 @@ def test_splits_are_disjoint_and_stable() -> None:
         sets = [set(split_seeds(project, s)) for s in Split]
         assert not (sets[0] & sets[1]) and not (sets[0] & sets[2]) and not (sets[1] & sets[2])
         assert sum(len(s) for s in sets) == 10_000
-        assert all(split_of(project, s) is Split.test for s in split_seeds(project, Split.test)[:50])
+        assert all(split_of(f"{SPLIT_SALT}:{project}:{s}") is Split.test for s in split_seeds(project, Split.test)[:50])
     family = _family("sql/shop-v1")
     assert family.small_world(Split.test, 2).id == "sql/shop-v1:test:2"
     assert family.small_world(Split.test, 2).seed == 18

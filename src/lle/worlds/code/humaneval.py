@@ -23,7 +23,7 @@ from pydantic import JsonValue
 from lle.core import ActionRequest, CarrierKind, Limits, Permissions, Scope, ScopeLevel, SmallWorld, Split
 from lle.errors import WorldError
 from lle.sandbox import Sandbox
-from lle.worlds.base import TaskFamily
+from lle.worlds.base import TaskFamily, stable_order
 from lle.worlds.code.bugs import FAMILIES, find_function, inject
 from lle.worlds.code.catalog import Problem, load_catalog, load_problems, module_path, problem_spec, source_hash
 from lle.worlds.code.repo import TOOL_NAMES, RepoSpec, RepoWorld
@@ -40,9 +40,12 @@ def _key(text: str) -> str:
 
 
 @cache
-def split_of() -> dict[str, Split]:
-    """task id -> split: the first 100 by sha256 of `code/humaneval-v1:<task id>` train, 32 dev, 32 test."""
-    ordered = sorted(load_problems(), key=lambda t: _key(f"{WORLD_ID}:{t}"))
+def problem_splits() -> dict[str, Split]:
+    """task id -> split: in `stable_order` (sha256 of `code/humaneval-v1:<task id>`), 100 train, 32 dev, 32 test.
+
+    Fixed sizes, not `split_of`'s percentages: the catalog is small, and each split needs its count.
+    """
+    ordered = stable_order(list(load_problems()), WORLD_ID)
     out: dict[str, Split] = {}
     start = 0
     for split, size in SPLIT_SIZES.items():
@@ -56,7 +59,7 @@ def pairs(split: Split) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
     """(task id, bug family, catalogued sites) of a split, in a stable shuffled order."""
     catalog = load_catalog()["problems"]
     found = [(task_id, family, tuple(site for site, _digest in catalog[task_id]["injections"][family]))
-             for task_id, s in split_of().items() if s == split
+             for task_id, s in problem_splits().items() if s == split
              for family in FAMILIES if catalog[task_id]["injections"].get(family)]
     return tuple(sorted(found, key=lambda p: _key(f"{WORLD_ID}:{p[0]}:{p[1]}")))
 
@@ -117,6 +120,9 @@ class HumanEvalFamily(TaskFamily):
     family = "code"
     version = "1"
     projects = (PROJECT,)
+    description = "repair a HumanEval function with one injected bug; hidden tests decide"
+    tools = tuple(TOOL_NAMES)
+    anchor = "test"
 
     def __init__(self, *, sandbox: Sandbox | None = None) -> None:
         self.sandbox = sandbox
@@ -135,7 +141,8 @@ class HumanEvalFamily(TaskFamily):
             tools=list(TOOL_NAMES),
             permissions=Permissions(writable=["."], protected=["tests"]),
             inherits=[Scope(level=ScopeLevel.family, family=self.family)],
-            writeback=[CarrierKind.memory, CarrierKind.skills] if split == Split.train else [],
+            writeback=[CarrierKind.memory, CarrierKind.skills, CarrierKind.verifier_cases, CarrierKind.dataset]
+            if split == Split.train else [],
             limits=Limits(max_steps=30, max_seconds=300.0),
         )
 
@@ -146,8 +153,10 @@ class HumanEvalFamily(TaskFamily):
     def options(self) -> dict[str, JsonValue]:
         return {}
 
-    def split_sizes(self) -> dict[str, int]:
-        return split_sizes()
+    @classmethod
+    def split_sizes(cls) -> dict[Split, int | None]:
+        """Distinct small worlds (problem, bug family, site) per split (from the catalog); seeds beyond wrap around."""
+        return {Split(split): c["tasks"] for split, c in counts().items()}
 
 
 def spec_for(small_world: SmallWorld) -> RepoSpec:
@@ -167,11 +176,6 @@ def reference_actions(small_world: SmallWorld) -> list[ActionRequest]:
         ActionRequest(tool="run_tests", expect="all visible tests pass"),
         ActionRequest(tool="submit", expect="success"),
     ]
-
-
-def split_sizes() -> dict[str, int]:
-    """Distinct small worlds (problem, bug family, site) per split; seeds beyond wrap around."""
-    return {split: c["tasks"] for split, c in counts().items()}
 
 
 def counts() -> dict[str, dict[str, int]]:

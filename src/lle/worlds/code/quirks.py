@@ -268,6 +268,9 @@ class QuirksFamily(TaskFamily):
     family = "code"
     version = "1"
     projects = PROJECT_NAMES
+    description = "write or fix a money function the project's way (each project has its own quirk)"
+    tools = tuple(TOOL_NAMES)
+    anchor = "test"
 
     def __init__(self, *, sandbox: Sandbox | None = None) -> None:
         self.sandbox = sandbox
@@ -286,7 +289,8 @@ class QuirksFamily(TaskFamily):
             permissions=Permissions(writable=["."], protected=list(task_spec(task).protected)),
             inherits=[Scope(level=ScopeLevel.project, family=self.family, project=project),
                       Scope(level=ScopeLevel.family, family=self.family)],
-            writeback=[CarrierKind.memory, CarrierKind.rules, CarrierKind.skills] if split == Split.train else [],
+            writeback=[CarrierKind.memory, CarrierKind.rules, CarrierKind.skills, CarrierKind.verifier_cases,
+                       CarrierKind.dataset] if split == Split.train else [],
             limits=Limits(max_steps=30, max_seconds=300.0),
         )
 
@@ -297,9 +301,6 @@ class QuirksFamily(TaskFamily):
     def options(self) -> dict[str, JsonValue]:
         return {}
 
-    def split_sizes(self) -> dict[str, int | None]:
-        """Unbounded: tasks are generated per seed (goals never repeat across splits, see `split_of_key`)."""
-        return dict.fromkeys([s.value for s in Split])
 
 
 def spec_for(small_world: SmallWorld) -> RepoSpec:

@@ -26,10 +26,10 @@ from typing import Any, Literal
 
 from pydantic import JsonValue
 
-from lle.core import ActionRequest, ToolSpec, WorldStep, canonical_json
+from lle.core import ActionRequest, Outcome, ToolSpec, WorldStep, canonical_json
 from lle.errors import InvalidInputError, SandboxUnavailableError, WorldError
 from lle.sandbox import Sandbox, SandboxLimits, read_file_nofollow
-from lle.worlds.base import BaseWorld
+from lle.worlds.base import AnchorResult, BaseWorld
 from lle.worlds.code.runner import DONE_MARK, MAX_VALUE_CHARS, decode
 
 RUNNER = Path(__file__).with_name("runner.py")
@@ -143,35 +143,48 @@ class CaseOutcome:
     """What went wrong, for visible cases only (hidden cases say nothing about their inputs)."""
 
 
-@dataclass(frozen=True)
-class AnchorResult:
-    """The verdict of the sandboxed tests on a fresh copy of the agent's editable files."""
+@dataclass(frozen=True, kw_only=True)
+class TestRunResult(AnchorResult):
+    """The verdict of the sandboxed tests on a fresh copy of the agent's editable files.
 
-    success: bool
+    Unknown when the tests could not run at all (no sandbox): that is not the agent's failure. Its
+    `detail` holds counts and visible failures only (no hidden input or expected value, no timings).
+    """
+
     ran: bool
-    """False when the tests could not run at all (no sandbox): the outcome is unknown, not a failure."""
     completed: bool
     """The runner's completion record with this run's nonce came back exactly once."""
-    visible: tuple[CaseOutcome, ...]
-    hidden_passed: int
-    hidden_total: int
+    visible: tuple[CaseOutcome, ...] = ()
+    hidden_passed: int = 0
+    hidden_total: int = 0
     error: str | None = None
     sandboxed: bool = True
+    anchor: str = "test"
+    checker: str = "sandboxed-tests"
 
     @property
     def visible_passed(self) -> int:
         return sum(o.passed for o in self.visible)
 
-    def detail(self) -> dict[str, JsonValue]:
-        """Plain-JSON detail for `info` and evidence: no expected values of hidden cases, no timings."""
-        failures: list[JsonValue] = [{"id": o.id, "message": o.message} for o in self.visible if not o.passed]
-        return {
-            "anchor": "sandboxed-tests", "ran": self.ran, "completed": self.completed, "success": self.success,
-            "visible_passed": self.visible_passed, "visible_total": len(self.visible),
-            "hidden_passed": self.hidden_passed, "hidden_total": self.hidden_total,
-            "failures": failures[:MAX_SHOWN_FAILURES],
-            "error": self.error, "sandboxed": self.sandboxed,
+    @classmethod
+    def of(cls, *, passed: bool, ran: bool, completed: bool, visible: tuple[CaseOutcome, ...] = (),
+           hidden_passed: int = 0, hidden_total: int = 0, error: str | None = None,
+           sandboxed: bool = True) -> TestRunResult:
+        """The result with its outcome, reason and plain-JSON detail derived from the counts."""
+        n_passed = sum(o.passed for o in visible)
+        outcome = Outcome.passed if passed else Outcome.failed if ran else Outcome.unknown
+        reason = ("every visible and hidden test passed" if passed
+                  else f"the tests could not run: {error}" if not ran
+                  else f"the runner did not complete: {error}" if not completed
+                  else f"{n_passed}/{len(visible)} visible and {hidden_passed}/{hidden_total} hidden tests passed")
+        failures: list[JsonValue] = [{"id": o.id, "message": o.message} for o in visible if not o.passed]
+        detail: dict[str, JsonValue] = {
+            "ran": ran, "completed": completed, "visible_passed": n_passed, "visible_total": len(visible),
+            "hidden_passed": hidden_passed, "hidden_total": hidden_total,
+            "failures": failures[:MAX_SHOWN_FAILURES], "error": error, "sandboxed": sandboxed,
         }
+        return cls(outcome, reason, detail, ran=ran, completed=completed, visible=visible,
+                   hidden_passed=hidden_passed, hidden_total=hidden_total, error=error, sandboxed=sandboxed)
 
 
 def _copy_in(src_root: Path, rel: str, dest_root: Path) -> bool:
@@ -189,12 +202,12 @@ def _write(root: Path, rel: str, data: bytes) -> None:
     target.write_bytes(data)
 
 
-def run_cases(spec: RepoSpec, workdir: Path, cases: Sequence[Case], *, sandbox: Sandbox | None = None) -> AnchorResult:
+def run_cases(spec: RepoSpec, workdir: Path, cases: Sequence[Case], *, sandbox: Sandbox | None = None) -> TestRunResult:
     """Run `cases` on a fresh copy: the agent's editable files from `workdir`, everything else pristine."""
     try:
         box = sandbox or Sandbox(LIMITS)
     except SandboxUnavailableError as err:
-        return AnchorResult(False, False, False, (), 0, 0, error=str(err))
+        return TestRunResult.of(passed=False, ran=False, completed=False, error=str(err))
     nonce = secrets.token_hex(16)
     anchor_dir = Path(tempfile.mkdtemp(prefix="lle-code-anchor-"))
     try:
@@ -223,7 +236,7 @@ def run_cases(spec: RepoSpec, workdir: Path, cases: Sequence[Case], *, sandbox: 
 
 
 def _judge(spec: RepoSpec, cases: Sequence[Case], stdout: str, nonce: str, *, sandboxed: bool,
-           crashed: str | None) -> AnchorResult:
+           crashed: str | None) -> TestRunResult:
     marks = [line for line in stdout.splitlines() if line.startswith(DONE_MARK)]
     valid = [line for line in marks if line.startswith(f"{DONE_MARK} {nonce} ")]
     hidden_ids = {c.id for c in spec.hidden}
@@ -232,12 +245,13 @@ def _judge(spec: RepoSpec, cases: Sequence[Case], stdout: str, nonce: str, *, sa
         why = "no completion record from the runner" if not marks else "a forged or repeated completion record"
         not_run = tuple(CaseOutcome(c.id, False, f"{show_call(c)}: not run ({why})")
                         for c in cases if c.id not in hidden_ids)
-        return AnchorResult(False, True, False, not_run, 0, n_hidden, error=crashed or why, sandboxed=sandboxed)
+        return TestRunResult.of(passed=False, ran=True, completed=False, visible=not_run, hidden_total=n_hidden,
+                                 error=crashed or why, sandboxed=sandboxed)
     try:
         summary = decode_summary(valid[0].split(" ", 2)[2])
     except (ValueError, RecursionError) as err:
-        return AnchorResult(False, True, False, (), 0, n_hidden, error=f"unreadable runner record: {err}",
-                            sandboxed=sandboxed)
+        return TestRunResult.of(passed=False, ran=True, completed=False, hidden_total=n_hidden,
+                                error=f"unreadable runner record: {err}", sandboxed=sandboxed)
     results, duplicates = summary["results"], set(summary["duplicates"])
     outcomes: list[CaseOutcome] = []
     hidden_passed = 0
@@ -248,7 +262,8 @@ def _judge(spec: RepoSpec, cases: Sequence[Case], stdout: str, nonce: str, *, sa
         else:
             outcomes.append(CaseOutcome(case.id, passed, message))
     ok = all(o.passed for o in outcomes) and hidden_passed == n_hidden and bool(cases)
-    return AnchorResult(ok, True, True, tuple(outcomes), hidden_passed, n_hidden, sandboxed=sandboxed)
+    return TestRunResult.of(passed=ok, ran=True, completed=True, visible=tuple(outcomes),
+                            hidden_passed=hidden_passed, hidden_total=n_hidden, sandboxed=sandboxed)
 
 
 def decode_summary(text: str) -> dict[str, Any]:
@@ -284,7 +299,7 @@ def _check(case: Case, record: Any, duplicated: bool, *, strict: bool) -> tuple[
     return False, f"{call} returned {shown[:200]}, expected {case.expected[:200]}"
 
 
-def verify(spec: RepoSpec, workdir: Path, *, sandbox: Sandbox | None = None) -> AnchorResult:
+def verify(spec: RepoSpec, workdir: Path, *, sandbox: Sandbox | None = None) -> TestRunResult:
     """The anchor: visible plus hidden cases on a fresh copy of the editable files (see the module doc)."""
     return run_cases(spec, workdir, [*spec.visible, *spec.hidden], sandbox=sandbox)
 
@@ -400,7 +415,7 @@ class RepoWorld(BaseWorld):
         return WorldStep(self._summary(result), 0.0, False, False,
                          {"passed": result.visible_passed, "total": len(result.visible)})
 
-    def verify(self) -> AnchorResult:
+    def verify(self) -> TestRunResult:
         """The anchor on the workdir as it is now (what `submit` runs)."""
         if self.spec is None or self.workdir is None:
             raise WorldError("code world: verify() before reset(); call reset() first")
@@ -410,9 +425,8 @@ class RepoWorld(BaseWorld):
         self.done = True
         result = self.verify()
         text = (f"Submitted. Visible tests {result.visible_passed}/{len(result.visible)}, hidden tests "
-                f"{result.hidden_passed}/{result.hidden_total}: {'success' if result.success else 'not solved'}.")
-        return WorldStep(text, 1.0 if result.success else 0.0, True, False,
-                         {"success": result.success, "anchor": result.detail()})
+                f"{result.hidden_passed}/{result.hidden_total}: {'success' if result.passed else 'not solved'}.")
+        return result.world_step(text)
 
     # --- helpers ----------------------------------------------------------------------------------
 
@@ -454,7 +468,7 @@ class RepoWorld(BaseWorld):
                     found.append(full.relative_to(self.workdir).as_posix())
         return sorted(found)
 
-    def _summary(self, result: AnchorResult) -> str:
+    def _summary(self, result: TestRunResult) -> str:
         if not result.ran:
             return f"error: the tests could not run: {result.error}"
         total, passed = len(result.visible), result.visible_passed

@@ -17,14 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from itertools import permutations, product
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import JsonValue
 
 from lle.core import ActionRequest, Limits, SmallWorld, Split, ToolSpec, WorldStep
 from lle.errors import WorldError
-from lle.worlds.base import BaseWorld, TaskFamily
-from lle.worlds.games.common import SUBMIT, GameVerdict, split_of, stable_order
+from lle.worlds.base import BaseWorld, TaskFamily, split_of, stable_order
+from lle.worlds.toolkit import SUBMIT, GameVerdict
 
 HIDDEN_TYPES = ("PLAYER_ACTION", "PROMPT", "GAME_BOARD")
 """Message types not echoed per step: the action (the model wrote it), the prompt (shown once at reset),
@@ -443,9 +443,10 @@ EXAMPLE_ARGS: dict[str, JsonValue] = {"number": 5, "source": "A", "target": "C",
 class ArenaFamily(TaskFamily):
     """A TextArena game as a task family; subclasses fix the game."""
 
-    game: ArenaGame
+    game: ClassVar[ArenaGame]
     family = "games"
     version = "1"
+    anchor = "state"
 
     def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
         split = Split(split)
@@ -458,7 +459,7 @@ class ArenaFamily(TaskFamily):
         return SmallWorld(
             id=f"{self.id}:{split.value}:{seed}", world=self.id, family=self.family, project=self.game.project,
             split=split, seed=index, goal=self.game.goal(all_items(self.id)[index]),
-            tools=[self.game.tool.name, "submit"],
+            tools=list(self.tools),
             limits=Limits(max_steps=self.game.max_steps, max_seconds=60.0),
         )
 
@@ -466,8 +467,9 @@ class ArenaFamily(TaskFamily):
         self.check_small_world(small_world)
         return ArenaWorld(self.game, seed=small_world.seed)
 
-    def split_sizes(self) -> dict[str, int]:
-        return {s.value: len(split_items(self.id, s)) for s in Split}
+    @classmethod
+    def split_sizes(cls) -> dict[Split, int | None]:
+        return {s: len(split_items(cls.id, s)) for s in Split}
 
 
 class GuessNumberFamily(ArenaFamily):
@@ -476,6 +478,7 @@ class GuessNumberFamily(ArenaFamily):
     id = GuessNumber.world_id
     game = GAMES[GuessNumber.world_id]
     projects = (GuessNumber.project,)
+    tools = (GAMES[GuessNumber.world_id].tool.name, "submit")
 
 
 class HanoiFamily(ArenaFamily):
@@ -484,6 +487,7 @@ class HanoiFamily(ArenaFamily):
     id = Hanoi.world_id
     game = GAMES[Hanoi.world_id]
     projects = (Hanoi.project,)
+    tools = (GAMES[Hanoi.world_id].tool.name, "submit")
 
 
 class MastermindFamily(ArenaFamily):
@@ -492,3 +496,4 @@ class MastermindFamily(ArenaFamily):
     id = Mastermind.world_id
     game = GAMES[Mastermind.world_id]
     projects = (Mastermind.project,)
+    tools = (GAMES[Mastermind.world_id].tool.name, "submit")

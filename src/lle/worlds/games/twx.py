@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import JsonValue
 
 from lle.core import ActionRequest, Limits, SmallWorld, Split, ToolSpec, WorldStep
 from lle.errors import WorldError
 from lle.worlds.base import BaseWorld, TaskFamily
-from lle.worlds.games.common import SUBMIT, GameVerdict
 from lle.worlds.games.twx_jvm import Simulator
+from lle.worlds.toolkit import SUBMIT, GameVerdict
 
 FOLD_BASE = {Split.train: 0, Split.dev: 10000, Split.test: 20000}
 """First TextWorldExpress seed of each fold; `TextWorldExpressEnv.getValidSeeds*` list exactly these ranges."""
@@ -191,9 +191,11 @@ class TwxWorld(BaseWorld):
 class TwxFamily(TaskFamily):
     """A TextWorldExpress game as a task family; subclasses fix the game."""
 
-    game: TwxGame
+    game: ClassVar[TwxGame]
     family = "games"
     version = "1"
+    tools = ("act", "submit")
+    anchor = "state"
 
     def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
         split = Split(split)
@@ -205,7 +207,7 @@ class TwxFamily(TaskFamily):
         twx_seed = FOLD_BASE[split] + seed
         return SmallWorld(
             id=f"{self.id}:{split.value}:{seed}", world=self.id, family=self.family, project=self.game.project,
-            split=split, seed=twx_seed, goal=_goal(self.game), tools=["act", "submit"],
+            split=split, seed=twx_seed, goal=_goal(self.game), tools=list(self.tools),
             limits=Limits(max_steps=self.game.max_steps,
                                                                           max_seconds=120.0),
         )
@@ -214,8 +216,9 @@ class TwxFamily(TaskFamily):
         self.check_small_world(small_world)
         return TwxWorld(self.game, seed=small_world.seed)
 
-    def split_sizes(self) -> dict[str, int]:
-        return {s.value: SEEDS_PER_FOLD for s in Split}
+    @classmethod
+    def split_sizes(cls) -> dict[Split, int | None]:
+        return dict.fromkeys(Split, SEEDS_PER_FOLD)
 
 
 def _goal(game: TwxGame) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from math_verify import parse
@@ -21,7 +20,7 @@ from pydantic import JsonValue
 
 from lle.core import Outcome, SmallWorld
 from lle.errors import WorldError
-from lle.worlds import base
+from lle.worlds.base import AnchorResult
 from lle.worlds.math.items import dataset, entry
 
 ANCHOR = "symbolic"
@@ -34,10 +33,9 @@ LATEX_OK = frozenset({"frac", "dfrac", "tfrac", "boxed", "text", "mathrm", "math
                       "times", "div", "pm"})
 
 
-@dataclass(frozen=True)
-class AnchorResult(base.AnchorResult):
-    anchor: str = ANCHOR
-    checker: str = CHECKER
+def verdict(outcome: Outcome, reason: str, detail: dict[str, JsonValue]) -> AnchorResult:
+    """This anchor's `AnchorResult` (its kind and checker filled in)."""
+    return AnchorResult(outcome, reason, detail, anchor=ANCHOR, checker=CHECKER)
 
 
 def screen(answer: str) -> str | None:
@@ -63,24 +61,24 @@ def check_answer(answer: str, item: dict[str, Any], dataset_name: str) -> Anchor
         detail["reasoning_gym_error"] = type(err).__name__
     if not text:
         detail["math_verify"] = False
-        return AnchorResult(Outcome.failed, "empty answer", detail)
+        return verdict(Outcome.failed, "empty answer", detail)
     refused = screen(text)
     if refused is not None:
         detail["math_verify"] = False
-        return AnchorResult(Outcome.failed, refused, detail)
+        return verdict(Outcome.failed, refused, detail)
     timeout = TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
     gold = parse(str(item["answer"]), parsing_timeout=timeout)
     if not gold:
-        return AnchorResult(Outcome.unknown, "the reference answer did not parse; the world is broken", detail)
+        return verdict(Outcome.unknown, "the reference answer did not parse; the world is broken", detail)
     got = parse(text, parsing_timeout=timeout)
     if not got:
         detail["math_verify"] = False
-        return AnchorResult(Outcome.failed, "no mathematical value found in the answer", detail)
+        return verdict(Outcome.failed, "no mathematical value found in the answer", detail)
     equal = bool(symbolic_equal(gold, got, timeout_seconds=timeout))
     detail["math_verify"] = equal
     if equal:
-        return AnchorResult(Outcome.passed, "the answer is symbolically equal to the expected one", detail)
-    return AnchorResult(Outcome.failed, "the answer is not equal to the expected one", detail)
+        return verdict(Outcome.passed, "the answer is symbolically equal to the expected one", detail)
+    return verdict(Outcome.failed, "the answer is not equal to the expected one", detail)
 
 
 def verify(small_world: SmallWorld, answer: str) -> AnchorResult:

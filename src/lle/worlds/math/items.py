@@ -8,7 +8,6 @@ within a split a repeated question is skipped, so split-local seeds never repeat
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass, field
 from functools import cache
@@ -18,6 +17,7 @@ import reasoning_gym
 
 from lle.core import Split
 from lle.errors import WorldError
+from lle.worlds.base import split_of
 
 DATASET_SEED = 1234
 POOL_SIZE = 10_000
@@ -46,13 +46,6 @@ def normalize(question: str) -> str:
     return " ".join(question.split())
 
 
-def split_of(question: str) -> Split:
-    """A stable hash of the question text: 80% train, 10% dev, 10% test, the same on every machine."""
-    digest = hashlib.sha256(f"{SPLIT_SALT}:{normalize(question)}".encode()).digest()
-    bucket = int.from_bytes(digest[:8], "big") % 100
-    return Split.train if bucket < 80 else Split.dev if bucket < 90 else Split.test
-
-
 @dataclass
 class _Scan:
     """How far a dataset has been read, and the indices found per split (first occurrence of each question)."""
@@ -79,7 +72,7 @@ def split_index(name: str, split: Split, seed: int) -> int:
             text = normalize(entry(name, scan.next_index)["question"])
             if text not in scan.seen:
                 scan.seen.add(text)
-                scan.by_split[split_of(text)].append(scan.next_index)
+                scan.by_split[split_of(f"{SPLIT_SALT}:{text}")].append(scan.next_index)
             scan.next_index += 1
         if len(found) <= seed:
             raise WorldError(f"math/{name}: the {split.value} split has only {len(found)} questions in the pool; "

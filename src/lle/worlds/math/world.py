@@ -15,8 +15,8 @@ from pydantic import JsonValue
 
 from lle.core import ActionRequest, CarrierKind, Limits, Scope, ScopeLevel, SmallWorld, Split, ToolSpec, WorldStep
 from lle.errors import WorldError
-from lle.worlds.base import BaseWorld, TaskFamily
-from lle.worlds.math.anchor import AnchorResult, check_answer
+from lle.worlds.base import AnchorResult, BaseWorld, TaskFamily
+from lle.worlds.math.anchor import ANCHOR, check_answer
 from lle.worlds.math.calculator import CalculatorError, evaluate, format_number
 from lle.worlds.math.items import entry, split_index
 
@@ -100,6 +100,8 @@ class MathFamily(TaskFamily):
 
     family = "math"
     version = "1"
+    tools = tuple(TOOL_NAMES)
+    anchor = ANCHOR
     dataset: ClassVar[str]
 
     def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
@@ -116,7 +118,8 @@ class MathFamily(TaskFamily):
             inherits=[Scope(level=ScopeLevel.family, family=self.family),
                       Scope(level=ScopeLevel.project, family=self.family, project=self.dataset)],
             # Dev and test never feed carriers (DESIGN §1).
-            writeback=[CarrierKind.memory, CarrierKind.rules, CarrierKind.skills] if split is Split.train else [],
+            writeback=[CarrierKind.memory, CarrierKind.rules, CarrierKind.skills, CarrierKind.verifier_cases,
+                       CarrierKind.dataset] if split is Split.train else [],
             limits=Limits(max_steps=12, max_seconds=60.0),
         )
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import JsonValue
 
 from lle.core import Outcome, SmallWorld
 from lle.errors import WorldError
-from lle.worlds import base
+from lle.worlds.base import AnchorResult
 from lle.worlds.sql.execute import (
     DEFAULT_ROW_CAP,
     DEFAULT_TIME_LIMIT_S,
@@ -39,10 +38,9 @@ CHECKER = "sql-execution"
 GOLD_TIME_LIMIT_S = 10.0
 
 
-@dataclass(frozen=True)
-class AnchorResult(base.AnchorResult):
-    anchor: str = ANCHOR
-    checker: str = CHECKER
+def verdict(outcome: Outcome, reason: str, detail: dict[str, JsonValue]) -> AnchorResult:
+    """This anchor's `AnchorResult` (its kind and checker filled in)."""
+    return AnchorResult(outcome, reason, detail, anchor=ANCHOR, checker=CHECKER)
 
 
 def check_sql(sql: str, question: Question, databases: Sequence[Path], *,
@@ -51,7 +49,7 @@ def check_sql(sql: str, question: Question, databases: Sequence[Path], *,
     checked: list[JsonValue] = []
     detail: dict[str, JsonValue] = {"template": question.template, "ordered": question.ordered, "databases": checked}
     if not sql.strip():
-        return AnchorResult(Outcome.failed, "empty submission: nothing to run", detail)
+        return verdict(Outcome.failed, "empty submission: nothing to run", detail)
     for i, path in enumerate(databases):
         name = "task" if i == 0 else f"shadow{i}"
         conn = connect_readonly(path)
@@ -59,27 +57,27 @@ def check_sql(sql: str, question: Question, databases: Sequence[Path], *,
             try:
                 want = run_query(conn, question.gold_sql, time_limit_s=GOLD_TIME_LIMIT_S, row_cap=10_000)
             except QueryFailed as err:  # the kind only: the message could quote the gold
-                return AnchorResult(Outcome.unknown, f"the reference query failed ({err.kind}) on the {name} "
+                return verdict(Outcome.unknown, f"the reference query failed ({err.kind}) on the {name} "
                                     "database; the world is broken, not the submission", detail)
             try:
                 got = run_query(conn, sql, time_limit_s=time_limit_s, row_cap=row_cap)
             except QueryFailed as err:
                 detail["failure"] = err.kind
-                return AnchorResult(Outcome.failed, f"the submitted query did not run ({err.kind}): {err}", detail)
+                return verdict(Outcome.failed, f"the submitted query did not run ({err.kind}): {err}", detail)
         finally:
             conn.close()
         if got.capped:
-            return AnchorResult(Outcome.failed, f"the submitted query returned more than {row_cap} rows", detail)
+            return verdict(Outcome.failed, f"the submitted query returned more than {row_cap} rows", detail)
         match, why = same_result(got, want, ordered=question.ordered)
         checked.append({"database": name, "match": match, "rows": len(got.rows), "columns": len(got.columns)})
         if not match:
             if i == 0:
                 detail["ignored_conventions"] = _matches_naive(path, question, got, time_limit_s)
-                return AnchorResult(Outcome.failed, f"result differs from the expected one: {why}", detail)
-            return AnchorResult(Outcome.failed, "right on the task's database but wrong on a second database with the "
+                return verdict(Outcome.failed, f"result differs from the expected one: {why}", detail)
+            return verdict(Outcome.failed, "right on the task's database but wrong on a second database with the "
                                 "same schema: the query does not answer the question in general (hard-coded values?)",
                                 detail)
-    return AnchorResult(Outcome.passed, "result equals the expected one on every database checked", detail)
+    return verdict(Outcome.passed, "result equals the expected one on every database checked", detail)
 
 
 def _matches_naive(path: Path, question: Question, got: QueryResult, time_limit_s: float) -> bool:

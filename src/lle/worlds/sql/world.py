@@ -9,7 +9,6 @@ stable hash of (project, seed), so train, dev and test never share a database.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sqlite3
 import tempfile
@@ -33,8 +32,8 @@ from lle.core import (
     WorldStep,
 )
 from lle.errors import WorldError
-from lle.worlds.base import BaseWorld, TaskFamily
-from lle.worlds.sql.anchor import AnchorResult, check_sql
+from lle.worlds.base import AnchorResult, BaseWorld, TaskFamily, split_of
+from lle.worlds.sql.anchor import ANCHOR, check_sql
 from lle.worlds.sql.execute import (
     DEFAULT_ROW_CAP,
     DEFAULT_TIME_LIMIT_S,
@@ -69,17 +68,10 @@ TOOLS = [
 ]
 
 
-def split_of(project: str, world_seed: int) -> Split:
-    """The split of a world seed: a stable hash (80% train, 10% dev, 10% test), the same on every machine."""
-    digest = hashlib.sha256(f"{SPLIT_SALT}:{project}:{world_seed}".encode()).digest()
-    bucket = int.from_bytes(digest[:8], "big") % 100
-    return Split.train if bucket < 80 else Split.dev if bucket < 90 else Split.test
-
-
 @lru_cache(maxsize=16)
 def split_seeds(project: str, split: Split) -> tuple[int, ...]:
-    """World seeds of `project` that fall in `split`, in increasing order."""
-    return tuple(s for s in range(POOL_SIZE) if split_of(project, s) is split)
+    """World seeds of `project` that fall in `split` (a stable hash of project and seed), in increasing order."""
+    return tuple(s for s in range(POOL_SIZE) if split_of(f"{SPLIT_SALT}:{project}:{s}") is split)
 
 
 def _cell(value: Cell) -> str:
@@ -250,7 +242,13 @@ class SqlFamily(TaskFamily):
 
     family = "sql"
     version = "1"
+    tools = tuple(TOOL_NAMES)
+    anchor = ANCHOR
     project: ClassVar[str]
+
+    @classmethod
+    def split_sizes(cls) -> dict[Split, int | None]:
+        return {s: len(split_seeds(cls.project, s)) for s in Split}
 
     def __init__(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, row_cap: int = DEFAULT_ROW_CAP) -> None:
         self.time_limit_s = float(time_limit_s)
@@ -285,7 +283,8 @@ class SqlFamily(TaskFamily):
             inherits=[Scope(level=ScopeLevel.family, family=self.family),
                       Scope(level=ScopeLevel.project, family=self.family, project=self.project)],
             # Dev and test never feed carriers (DESIGN §1).
-            writeback=[CarrierKind.memory, CarrierKind.rules, CarrierKind.skills] if split is Split.train else [],
+            writeback=[CarrierKind.memory, CarrierKind.rules, CarrierKind.skills, CarrierKind.verifier_cases,
+                       CarrierKind.dataset] if split is Split.train else [],
             limits=Limits(max_steps=20, max_seconds=120.0),
         )
 

@@ -207,6 +207,9 @@ class KeysFamily(TaskFamily):
     family = "toy"
     version = "1"
     projects = PROJECTS
+    description = "find a key, unlock a door, reach the vault (a seeded text maze)"
+    tools = tuple(ALLOWED_TOOLS)
+    anchor = "state"
 
     def __init__(self, *, step_cost_ms: float = 0.0) -> None:
         self.step_cost_ms = float(step_cost_ms)
