@@ -1,0 +1,80 @@
+"""The context carrier: a recipe change is proposed by failure attribution, gated by replay, and revocable."""
+
+from __future__ import annotations
+
+from lle.carriers.recipes import RecipeBook, failure_levers
+from lle.core import (
+    ActionRequest,
+    Effect,
+    ExecutedAction,
+    Experience,
+    Feedback,
+    Levers,
+    Outcome,
+    PolicyInfo,
+    SmallWorld,
+    Split,
+    Step,
+    UpdateOp,
+)
+from lle.governance.lineage import revoke
+from lle.store import Store
+
+
+def episode(seed: int, *, passed: bool, loop: bool = False, stop: str = "Submitted") -> Experience:
+    sw = SmallWorld(id=f"math/arith-v1:train:{seed}", world="math/arith-v1", family="math", project="arith",
+                    split=Split.train, seed=seed, goal="What is 2 + 3?", tools=["calculate", "submit"])
+    steps = [Step(index=i, request=ActionRequest(tool="calculate", args={"expression": "2 + 3" if loop else f"{i}"}),
+                  executed=ExecutedAction(tool="calculate", allowed=True), effect=Effect(observation="= 5"))
+             for i in range(4)]
+    steps[-1] = steps[-1].model_copy(update={"feedback": [Feedback(source="runtime", kind="stop",
+                                                                   content={"reason": stop, "detail": ""})]})
+    exp = Experience(small_world=sw, policy=PolicyInfo(model="scripted"), steps=steps)
+    return exp.model_copy(update={"outcome": Outcome.passed if passed else Outcome.failed}).sealed()
+
+
+def pairs(store: Store, before: list[bool], after: list[bool]) -> list[tuple[Experience, Experience]]:
+    out = []
+    for seed, (a, b) in enumerate(zip(before, after, strict=True)):
+        pair = (episode(100 + seed, passed=a), episode(100 + seed, passed=b))
+        store.append_experiences(list(pair))
+        out.append(pair)
+    return out
+
+
+def test_attribution_proposes_masks_for_loops_and_the_submit_discipline_for_unsubmitted_episodes() -> None:
+    looped = [episode(i, passed=False, loop=True, stop="StepLimit") for i in range(2)]
+    levers, reasons = failure_levers(looped, Levers()) or (None, [])
+    assert levers == Levers(stuck="mask", submit_discipline=True) and len(reasons) == 2
+    assert failure_levers([episode(9, passed=True, loop=True)], Levers()) is None  # successes propose nothing
+    assert failure_levers(looped, Levers(stuck="mask", submit_discipline=True)) is None  # nothing left to add
+
+
+def test_a_recipe_is_recorded_gated_and_revocable(store: Store) -> None:
+    book = RecipeBook(store)
+    failed = [episode(i, passed=False, loop=True, stop="StepLimit") for i in range(3)]
+    store.append_experiences(failed)
+    first = book.propose_from("math", failed)
+    assert first is not None and book.items()[first.id][1] == "candidate"
+    assert book.propose_from("math", failed) is None  # the same proposal waits for its replay once
+    assert book.levers_for("math") == Levers()  # a candidate is not in force
+
+    regressed = book.decide(first.id, pairs(store, [True] * 4, [False] * 4))
+    assert regressed.op is UpdateOp.reject and not regressed.gate.passed
+    assert book.levers_for("math") == Levers()
+
+    second = book.propose("math", Levers(stuck="note"), reasons=["by hand"], experience_ids=[])
+    update = book.decide(second.id, pairs(store, [False, True, False, False], [True, True, False, False]))
+    assert update.op is UpdateOp.activate and update.gate.name == "recipe_replay"
+    assert book.levers_for("math") == Levers(stuck="note") and book.levers_for("sql") == Levers()
+
+    third = book.propose("math", Levers(stuck="mask", working_memory=True), reasons=["by hand"], experience_ids=[])
+    book.decide(third.id, pairs(store, [False] * 4, [False] * 4))  # no regression: activates, supersedes
+    assert book.items()[second.id][1] == "superseded"
+    assert book.levers_for("math") == Levers(stuck="mask", working_memory=True)
+
+    revoke(store, third.id, reason="made things worse on dev", author="tester")
+    assert book.items()[third.id][1] == "revoked"
+    assert book.levers_for("math") == Levers(stuck="note")  # the one it superseded is back in force
+    history = [u.op for u in store.list_updates(limit=100, carrier="context")]
+    assert history.count(UpdateOp.activate) == 2 and UpdateOp.supersede in history
