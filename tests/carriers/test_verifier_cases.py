@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from lle import registry
-from lle.carriers.verifier_cases import CaseVerifier, VerifierCases, bound_store, catches, make_check
+from lle.carriers.verifier_cases import CaseVerifier, VerifierCases, catches, make_check
 from lle.core import (
     ActionRequest,
     Change,
@@ -49,7 +49,8 @@ def replay(sw: SmallWorld, actions: list[ActionRequest], *checks: object) -> Exp
     return assess_experience(run_episode(sw, ScriptedPolicy(actions)), extra=list(checks))
 
 
-def test_a_contradicted_pass_becomes_a_case_that_runs_once_approved(store: Store) -> None:
+def test_a_contradicted_pass_becomes_a_case_that_runs_once_approved(store: Store,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     sw, answer = math_task()
     missed = submit(f"{answer}.0")  # the symbolic anchor accepts it; the reviewer wanted an integer
     exp = run_episode(sw, ScriptedPolicy(missed), store=store, assess=assess_experience)
@@ -78,8 +79,8 @@ def test_a_contradicted_pass_becomes_a_case_that_runs_once_approved(store: Store
     [ev] = [e for e in caught.evidence if e.anchor == "verifier_case"]
     assert ev.strength is Strength.hard and isinstance(ev.detail, dict) and ev.detail["case"] == item_id
     assert replay(sw, submit(answer), verifier).outcome is Outcome.passed  # the right answer still passes
-    with bound_store(store):  # the registered verifier (what `assess` builds by id) reads the bound store
-        assert replay(sw, missed, registry.make("verifier/cases-v1")).outcome is Outcome.failed
+    monkeypatch.setenv("LLE_WORKSPACE", str(store.path.parent))  # built by id, as `assess` does: the workspace's
+    assert replay(sw, missed, registry.make("verifier/cases-v1")).outcome is Outcome.failed
 
     revoke(store, exp.id, "the reviewer was wrong after all", "lead")
     assert cases.get(item_id)[1] == "revoked"

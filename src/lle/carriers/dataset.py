@@ -57,7 +57,8 @@ from lle.governance import gates
 from lle.governance.hygiene import ContaminationIndex, DedupeIndex, find_instructions, quote_untrusted, redact
 from lle.governance.hygiene import scrub_experience as scrub
 from lle.governance.lineage import active_items, admit_item, denylist
-from lle.store import Store
+from lle.store import Store, experiences
+from lle.store.episodes import get_episode
 from lle.worlds.base import open_world
 
 Row = dict[str, Any]
@@ -82,12 +83,11 @@ def tools_of(small_world: SmallWorld) -> list[ToolSpec]:
 
 def episode_options(store: Store, experience_id: str) -> tuple[str | None, dict[str, JsonValue]]:
     """(initial observation, world options) from the episode row, when the harness wrote one."""
-    row = store.conn.execute("SELECT runtime FROM episodes WHERE id=?", (experience_id,)).fetchone()
-    if row is None:
-        return None, {}
-    runtime = json.loads(str(row[0]))
-    options = runtime.get("world_options")
-    return runtime.get("initial_observation"), options if isinstance(options, dict) else {}
+    try:
+        record = get_episode(store, experience_id)
+    except UnknownIdError:
+        return None, {}  # imported experiences have no episode row
+    return record.initial_observation, dict(record.world_options)
 
 
 def initial_observation(store: Store, exp: Experience) -> str:
@@ -348,11 +348,8 @@ class Dataset:
 
     def admit_pending(self) -> list[Update]:
         """`admit` every stored experience the dataset has not decided on yet (oldest first)."""
-        decided = {str(r[0]) for r in self.store.conn.execute(
-            "SELECT DISTINCT j.value FROM updates u, json_each(u.body, '$.experience_ids') j WHERE u.carrier = ?",
-            (self.kind.value,))}
-        pending = [str(r[0]) for r in self.store.conn.execute("SELECT id FROM experiences ORDER BY id")
-                   if str(r[0]) not in decided]
+        decided = self.store.experiences_decided(self.kind.value)
+        pending = [i for i in experiences.all_ids(self.store) if i not in decided]
         return [self.admit(self.store.get_experience(i)) for i in pending]
 
 

@@ -42,7 +42,7 @@ from lle.core import Experience, Message, Outcome, SmallWorld, canonical_json, n
 from lle.errors import InvalidInputError, LleError
 from lle.governance.hygiene import scrub_experience
 from lle.governance.lineage import denylist
-from lle.store import Store
+from lle.store import Store, exports
 
 FORMATS = ("sft", "dpo", "rl")
 
@@ -166,17 +166,10 @@ def export(dataset: Dataset, fmt: str, out_dir: str | os.PathLike[str]) -> Snaps
         "dataset_items": len(sources), "experience_ids": experience_ids,
     }
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-    with store.transaction():
-        store.conn.execute(
-            "INSERT INTO export_snapshots(id, format, n_rows, sha256, path, created_at, body)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (snap_id, fmt, len(kept), digest, manifest["path"], manifest["created_at"],
-             canonical_json({k: v for k, v in manifest.items() if k != "experience_ids"})))
-        for index, (_, item_ids) in enumerate(kept):
-            for item_id in item_ids:
-                store.conn.execute(
-                    "INSERT OR IGNORE INTO export_rows(snapshot_id, row_index, experience_id, item_id)"
-                    " VALUES (?, ?, ?, ?)", (snap_id, index, item_exp[item_id], item_id))
+    exports.record_snapshot(
+        store, exports.SnapshotRow(snap_id, fmt, len(kept), digest, manifest["path"], manifest["created_at"],
+                                   canonical_json({k: v for k, v in manifest.items() if k != "experience_ids"})),
+        [(index, item_exp[item_id], item_id) for index, (_, item_ids) in enumerate(kept) for item_id in item_ids])
     return Snapshot(snap_id, fmt, len(kept), manifest["path"], digest, manifest["created_at"],
                     tuple(experience_ids), (), dict(skipped))
 
@@ -190,15 +183,13 @@ def snapshots(store: Store) -> list[Snapshot]:
     denied = denylist(store).ids
     contents: dict[str, set[str]] = defaultdict(set)
     tainted: dict[str, set[str]] = defaultdict(set)
-    for snap_id, exp_id, item_id in store.conn.execute(
-            "SELECT snapshot_id, experience_id, item_id FROM export_rows"):
-        contents[str(snap_id)].add(str(exp_id))
-        tainted[str(snap_id)].update(i for i in (str(exp_id), str(item_id)) if i in denied)
+    for snap_id, exp_id, item_id in exports.snapshot_sources(store):
+        contents[snap_id].add(exp_id)
+        tainted[snap_id].update(i for i in (exp_id, item_id) if i in denied)
     out = []
-    for snap_id, fmt, n_rows, sha, path, created, body in store.conn.execute(
-            "SELECT id, format, n_rows, sha256, path, created_at, body FROM export_snapshots ORDER BY id"):
-        skipped = json.loads(str(body)).get("skipped") or {}
-        out.append(Snapshot(str(snap_id), str(fmt), int(n_rows), str(path), str(sha), str(created),
-                            tuple(sorted(contents[str(snap_id)])), tuple(sorted(tainted[str(snap_id)])),
+    for row in exports.snapshots(store):
+        skipped = json.loads(row.manifest).get("skipped") or {}
+        out.append(Snapshot(row.id, row.format, row.n_rows, row.path, row.sha256, row.created_at,
+                            tuple(sorted(contents[row.id])), tuple(sorted(tainted[row.id])),
                             {str(k): int(v) for k, v in skipped.items()}))
     return out

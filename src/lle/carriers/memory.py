@@ -28,7 +28,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import apsw
 import numpy as np
@@ -47,9 +47,9 @@ from lle.core import (
     Update,
     UpdateOp,
     canonical_json,
-    utcnow,
 )
 from lle.errors import InvalidInputError, ModelError, UnknownIdError
+from lle.store import memory as rows
 from lle.store.sqlite import Store
 
 log = logging.getLogger(__name__)
@@ -215,23 +215,23 @@ class MemoryCarrier:
         self._query_vecs: OrderedDict[str, Vectors] = OrderedDict()
         self._df: dict[str, int] = {}
         self._df_epoch = 0
-        self._tokenize = store.conn.fts5_tokenizer("porter", ["unicode61"])  # the search table's own tokenizer
+        self._tokenize = rows.query_tokenizer(store)
         self._stop = {t for w in STOPWORDS for t in self._terms(w)}
         self._visible: set[ScopeKey] = set()
         me = weakref.ref(self)  # the connection must not keep the carrier alive
 
-        def visible(*rowid: Any) -> int:  # called per matching row: one lookup
+        def visible(rowid: int) -> bool:  # called per matching row: one lookup
             carrier = me()
-            return carrier is not None and carrier._active_rows.get(rowid[0]) in carrier._visible
+            return carrier is not None and carrier._active_rows.get(rowid) in carrier._visible
 
         self._udf = f"lle_memory_visible_{id(self):x}"
-        store.conn.create_scalar_function(self._udf, visible, 1)
+        rows.add_row_filter(store, self._udf, visible)
 
     # --- the active view --------------------------------------------------------------------------
 
     def denied(self) -> frozenset[str]:
         """Every revoked id; re-read only when the revocations table has grown (it never shrinks)."""
-        count = int(_scalar(self.store, "SELECT count(*) FROM revocations"))
+        count = self.store.count("revocations")
         if count != self._deny_count:
             self._denied, self._deny_count = frozenset(self.store.revoked_ids()), count
             self._blocked = {i for i, lineage in self._lineage.items() if not self._denied.isdisjoint(lineage)}
@@ -248,39 +248,32 @@ class MemoryCarrier:
     def refresh(self) -> None:
         """Fold in items, vectors and utilities written since the last read, by anyone."""
         with self._lock:
-            conn, seen = self.store.conn, self._seen
-            top = int(_scalar(self.store, "SELECT coalesce(max(rowid), 0) FROM carrier_items"))
+            seen, memory = self._seen, CarrierKind.memory.value
+            top = self.store.last_rowid("carrier_items")
             if top > seen["items"]:
-                rows = [(str(i), str(b)) for i, b in conn.execute(
-                    "SELECT id, body FROM carrier_items WHERE rowid > ? AND rowid <= ? AND carrier = ? ORDER BY rowid",
-                    (seen["items"], top, CarrierKind.memory.value))]
-                self._index_rows(rows)
+                self._index_rows([(i, b) for _, i, b in self.store.item_rows(memory, after=seen["items"], upto=top)])
                 seen["items"] = top
-                for rowid, ref_id in conn.execute("SELECT rowid, ref_id FROM search WHERE rowid > ? AND kind = ?"
-                                                  " ORDER BY rowid", (seen["search"], CarrierKind.memory.value)):
+                for rowid, ref_id in rows.search_rows(self.store, memory, after=seen["search"]):
                     if ref_id not in self._where and self.store.kind_of(ref_id):
                         break  # its item was committed after the read above: the next refresh takes both
-                    self._by_rowid[int(rowid)] = str(ref_id)
+                    self._by_rowid[rowid] = ref_id
                     if ref_id in self._where and ref_id not in self._blocked:
-                        self._active_rows[int(rowid)] = self._where[str(ref_id)][0]
-                    seen["search"] = int(rowid)
-            for seq, item_id, q in conn.execute("SELECT seq, item_id, q FROM memory_utility WHERE seq > ? ORDER BY seq",
-                                                (seen["utility"],)):
-                self._q[str(item_id)], seen["utility"] = float(q), int(seq)
+                        self._active_rows[rowid] = self._where[ref_id][0]
+                    seen["search"] = rowid
+            for seq, item_id, q in rows.utility_rows(self.store, after=seen["utility"]):
+                self._q[item_id], seen["utility"] = q, seq
             self.denied()
 
-    def _index_rows(self, rows: Sequence[tuple[str, str]]) -> None:
-        vectors = self._stored_vectors([item_id for item_id, _ in rows])
-        missing = [(item_id, raw) for item_id, raw in rows if item_id not in vectors]
+    def _index_rows(self, found: Sequence[tuple[str, str]]) -> None:
+        vectors = self._stored_vectors([item_id for item_id, _ in found])
+        missing = [(item_id, raw) for item_id, raw in found if item_id not in vectors]
         if missing and self._dense_available():
             # Admitted while the model was unavailable (or under another model): embed them now.
-            fresh = self.embedder.embed([memory_text(self.store._load(raw).get("content")) for _, raw in missing])
+            fresh = self.embedder.embed([memory_text(self.store.decode(raw).get("content")) for _, raw in missing])
             vectors.update((item_id, vec) for (item_id, _), vec in zip(missing, fresh, strict=True))
             if self.store.writable:
-                with self.store._write():
-                    for (item_id, _), vec in zip(missing, fresh, strict=True):
-                        self._insert_vector(item_id, vec, ignore=True)
-        for item_id, raw in rows:
+                self._add_vectors([item_id for item_id, _ in missing], fresh, ignore=True)
+        for item_id, raw in found:
             body: dict[str, Any] = json.loads(raw)  # plain JSON is enough: scope and ids are never blobs
             lineage = (item_id, *body.get("experience_ids", ()), *body.get("evidence_ids", ()),
                        *body.get("derived_from", ()))
@@ -295,17 +288,13 @@ class MemoryCarrier:
                 block.usable[row] = False
 
     def _stored_vectors(self, ids: list[str]) -> dict[str, Vectors]:
-        rows = self.store.conn.execute(
-            "SELECT item_id, vector FROM memory_vectors WHERE model = ? AND item_id IN"
-            " (SELECT value FROM json_each(?))",
-            (self.embedder.model_id, json.dumps(ids)))
-        return {str(i): np.frombuffer(v, dtype="<f4").astype(np.float32) for i, v in rows if len(v) == DIM * 4}
+        return {i: np.frombuffer(v, dtype="<f4").astype(np.float32)
+                for i, v in rows.vectors(self.store, self.embedder.model_id, ids).items() if len(v) == DIM * 4}
 
-    def _insert_vector(self, item_id: str, vec: Vectors, *, ignore: bool = False) -> None:
-        self.store.conn.execute(
-            f"INSERT {'OR IGNORE ' if ignore else ''}INTO memory_vectors(item_id, model, dim, vector, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (item_id, self.embedder.model_id, DIM, np.asarray(vec, dtype="<f4").tobytes(), utcnow().isoformat()))
+    def _add_vectors(self, ids: Sequence[str], vecs: Vectors, *, ignore: bool = False) -> None:
+        rows.add_vectors(self.store, self.embedder.model_id, DIM, ((item_id, np.asarray(vec, dtype="<f4").tobytes())
+                                                                  for item_id, vec in zip(ids, vecs, strict=True)),
+                         ignore=ignore)
 
     def _dense_available(self) -> bool:
         if self._dense_ok is None:
@@ -335,12 +324,15 @@ class MemoryCarrier:
             if vectors is not None and vectors.shape != (len(pairs), DIM):
                 raise InvalidInputError(f"vectors have shape {vectors.shape}, expected {(len(pairs), DIM)}")
             try:
-                with self.store._write():  # BEGIN IMMEDIATE: checked again under the lock, nothing slips in
-                    for i, (item, update) in enumerate(pairs):
+                # One transaction, checked again under its lock: nothing slips in, and an item never
+                # exists without its admit update and its vector.
+                with self.store.transaction():
+                    for item, update in pairs:
                         self._refuse_revoked(_sources(item, update), f"memory item {item.id}")
-                        _insert_item_and_update(self.store, item, update)
-                        if vectors is not None:
-                            self._insert_vector(item.id, vectors[i])
+                        self.store.append_item(item)
+                        self.store.append_update(update)
+                    if vectors is not None:
+                        self._add_vectors([item.id for item, _ in pairs], vectors)
             except apsw.ConstraintError as err:
                 raise InvalidInputError(
                     f"{err}: a memory item among {[i.id for i, _ in pairs][:3]} or its update is already stored; "
@@ -367,16 +359,12 @@ class MemoryCarrier:
             self.refresh()
             if item_id not in self._where:
                 raise UnknownIdError("memory item", item_id, "see `lle updates list --carrier memory`")
-            with self.store._write():
+            with self.store.transaction():  # read and append under one lock: no update is lost
                 self._refuse_revoked(self._lineage[item_id], f"memory item {item_id} (its utility is frozen)")
-                row = self.store.conn.execute(
-                    "SELECT q FROM memory_utility WHERE item_id = ? ORDER BY seq DESC LIMIT 1", (item_id,)).fetchone()
-                old = float(row[0]) if row else self.prior
+                latest = rows.latest_utility(self.store, item_id)
+                old = self.prior if latest is None else latest
                 new = old + alpha * (reward - old)
-                self.store.conn.execute(
-                    "INSERT INTO memory_utility(item_id, reward, alpha, q, experience_id, at)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (item_id, reward, alpha, new, experience_id, utcnow().isoformat()))
+                rows.append_utility(self.store, item_id, reward=reward, alpha=alpha, q=new, experience_id=experience_id)
             self.refresh()
             return new
 
@@ -404,9 +392,8 @@ class MemoryCarrier:
         """Stored memory items by id, in the order given, revoked ones left out."""
         with self._lock:
             self.refresh()
-            bodies = [_scalar(self.store, "SELECT body FROM carrier_items WHERE id = ? AND carrier = ?",
-                              (i, CarrierKind.memory.value)) for i in ids if i not in self._blocked | self._denied]
-            return [CarrierItem.model_validate(self.store._load(b)) for b in bodies if b is not None]
+            return self.store.items_by_id([i for i in ids if i not in self._blocked | self._denied],
+                                          CarrierKind.memory.value)
 
     def search(self, query: str, scope: Scope, k: int = 5, *, mode: Mode = "hybrid",
                use_utility: bool = True) -> list[Hit]:
@@ -437,7 +424,7 @@ class MemoryCarrier:
         """stem → the word as written, for the words FTS5 would index (the query repeats the word, not
         the stem: porter is not idempotent)."""
         data = text.encode()
-        found = cast(list[tuple[int, int, str]], self._tokenize(data, apsw.FTS5_TOKENIZE_QUERY, None))
+        found = self._tokenize(data)
         return {stem: data[a:b].decode(errors="ignore") for a, b, stem in reversed(found)}
 
     def _doc_freq(self, word: str) -> int:
@@ -446,8 +433,7 @@ class MemoryCarrier:
         if len(self._where) > self._df_epoch * 1.1 + 100:
             self._df, self._df_epoch = {}, len(self._where)
         if word not in self._df:
-            self._df[word] = int(_scalar(self.store, "SELECT count(*) FROM (SELECT 1 FROM search WHERE search MATCH ?"
-                                                     " LIMIT ?)", (_quote(word), 10 * self.bm25_budget)))
+            self._df[word] = rows.doc_freq(self.store, _quote(word), cap=10 * self.bm25_budget)
         return self._df[word]
 
     def _bm25(self, query: str, keys: list[ScopeKey]) -> list[str]:
@@ -465,10 +451,7 @@ class MemoryCarrier:
         self._visible = set(keys)
         # Scope and revocation are checked per row before bm25() is computed, so neither invisible
         # rows nor common words can crowd the visible ones out of the LIMIT.
-        rows = self.store.conn.execute(
-            f"SELECT rowid FROM search WHERE search MATCH ? AND {self._udf}(rowid) ORDER BY rank LIMIT ?",
-            (match, self.candidates))
-        return [self._by_rowid[int(r[0])] for r in rows]
+        return [self._by_rowid[r] for r in rows.matching_rowids(self.store, match, self._udf, limit=self.candidates)]
 
     def _dense(self, query: str, keys: list[ScopeKey]) -> list[str]:
         vec = self._query_vecs.get(query)
@@ -494,11 +477,6 @@ class MemoryCarrier:
         return out
 
 
-def _scalar(store: Store, sql: str, args: tuple[Any, ...] = ()) -> Any:
-    row = store.conn.execute(sql, args).fetchone()
-    return row[0] if row else None
-
-
 def _quote(word: str) -> str:
     return '"' + word.replace('"', '""') + '"'
 
@@ -520,17 +498,3 @@ def _check_admissible(item: CarrierItem, update: Update) -> None:
                                 "build it with memory_item_from(experience)")
     check_scope(item.scope)
 
-
-def _insert_item_and_update(store: Store, item: CarrierItem, update: Update) -> None:
-    # Store.append_item's and append_update's rows, inside the caller's transaction: an item never
-    # exists without its admit update and its vector.
-    store.conn.execute(
-        "INSERT INTO carrier_items(id, carrier, scope_level, family, project, created_at, body)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (item.id, item.carrier.value, item.scope.level.value, item.scope.family, item.scope.project,
-         item.created_at.isoformat(), store._dump(item.model_dump(mode="json"))))
-    store._index(item.id, item.carrier.value, canonical_json(item.content))
-    store.conn.execute(
-        "INSERT INTO updates(id, carrier, op, item_id, at, body) VALUES (?, ?, ?, ?, ?, ?)",
-        (update.id, update.carrier.value, update.op.value, update.item_id, update.at.isoformat(),
-         store._dump(update.model_dump(mode="json"))))

@@ -48,7 +48,7 @@ from lle.core import (
 from lle.errors import InvalidInputError, UnknownIdError
 from lle.governance import gates
 from lle.governance.lineage import admit_item, denylist, revoke
-from lle.store import Store
+from lle.store import Store, experiences
 from lle.store.episodes import get_episode
 
 
@@ -178,19 +178,14 @@ class SkillLibrary:
 
     def _history(self) -> dict[str, list[Update]]:
         # rowid, not id order: ids made in the same millisecond do not sort by time.
-        for rowid, body in self.store.conn.execute(
-                "SELECT rowid, body FROM updates WHERE carrier=? AND rowid>? ORDER BY rowid",
-                (CarrierKind.skills.value, self._last_rowid)):
-            update = Update.model_validate(self.store.decode(body))
+        for rowid, update in self.store.update_rows(CarrierKind.skills.value, after=self._last_rowid):
             if update.item_id:
                 self._updates[update.item_id].append(update)
             self._last_rowid = rowid
         return self._updates
 
     def _all_items(self) -> list[tuple[CarrierItem, SkillDescriptor]]:
-        for rowid, body in self.store.conn.execute(
-                "SELECT rowid, body FROM carrier_items WHERE carrier=? AND rowid>? ORDER BY rowid",
-                (CarrierKind.skills.value, self._last_item_rowid)):
+        for rowid, _, body in self.store.item_rows(CarrierKind.skills.value, after=self._last_item_rowid):
             item = CarrierItem.model_validate(self.store.decode(body))
             self._items[item.id] = (item, SkillDescriptor.model_validate(item.content))
             self._last_item_rowid = rowid
@@ -291,13 +286,11 @@ class SkillLibrary:
     def _family_traces(self, family: str) -> dict[str, Trace]:
         """Traces of the family's latest `mining.window` supporting experiences that are not revoked."""
         levels = [v.value for v in VerificationLevel if v.rank >= self.config.skills_min_level.rank]
-        rows = self.store.conn.execute(
-            f"SELECT id FROM experiences WHERE family=? AND split=? AND outcome=? AND verification IN "
-            f"({','.join('?' * len(levels))}) ORDER BY rowid DESC LIMIT ?",
-            (family, Split.train.value, Outcome.passed.value, *levels, self.mining.window))
+        ids = experiences.latest(self.store, family=family, split=Split.train.value, outcome=Outcome.passed.value,
+                                 verification=levels, limit=self.mining.window)
         denied = denylist(self.store)
         out = {}
-        for (exp_id,) in rows:
+        for exp_id in ids:
             if exp_id in denied.ids:
                 continue
             if exp_id not in self._traces:
@@ -360,20 +353,14 @@ class SkillLibrary:
     def _hard_evidence(self, experience_ids: Sequence[str]) -> list[str]:
         out: list[str] = []
         for exp_id in experience_ids:
-            out += [str(r[0]) for r in self.store.conn.execute(
-                "SELECT id FROM evidence WHERE experience_id=? AND strength='hard' AND outcome!='unknown'"
-                " ORDER BY rowid", (exp_id,))]
+            out += experiences.evidence_ids(self.store, exp_id, hard_decided=True)
         return out
 
     def uses(self, item_id: str) -> list[tuple[str, Outcome]]:
         """(experience id, outcome) of every stored, unrevoked experience that called the skill."""
-        rows = self.store.conn.execute(
-            "SELECT DISTINCT s.experience_id, e.outcome FROM steps s JOIN experiences e ON e.id = s.experience_id"
-            " WHERE instr(s.body, ?) > 0 AND EXISTS (SELECT 1 FROM json_each(s.body, '$.feedback') f"
-            " WHERE json_extract(f.value, '$.kind') = ? AND json_extract(f.value, '$.content.skill') = ?)"
-            " ORDER BY s.experience_id", (item_id, SKILL_FEEDBACK, item_id))
         denied = denylist(self.store)
-        return [(str(i), Outcome(o)) for i, o in rows if i not in denied.ids]
+        return [(i, Outcome(o)) for i, o in experiences.feedback_outcomes(self.store, SKILL_FEEDBACK, item_id)
+                if i not in denied.ids]
 
     def monitor(self, ref: str | None = None) -> list[Update]:
         """Retire active skills whose success in use fell too far below their validation baseline."""

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import JsonValue
@@ -49,7 +48,7 @@ from lle.evidence import verifiers
 from lle.governance import gates
 from lle.governance.lineage import admit_item, denylist, item_states, revoke
 from lle.governance.pii import redact
-from lle.store import Store
+from lle.store import Store, experiences
 
 VERIFIER_ID = "verifier/cases-v1"
 ANCHOR = "verifier_case"
@@ -236,12 +235,9 @@ class VerifierCases:
 
     def scan(self) -> list[Update]:
         """`observe` every stored experience that has evidence appended after it was recorded."""
-        rows = self.store.conn.execute(
-            "SELECT x.id FROM experiences x WHERE (SELECT count(*) FROM evidence e WHERE e.experience_id = x.id)"
-            " > x.n_evidence ORDER BY x.id")
         out: list[Update] = []
-        for (exp_id,) in list(rows):
-            out += self.observe(self.store.get_experience(str(exp_id)))
+        for exp_id in experiences.with_later_evidence(self.store):
+            out += self.observe(self.store.get_experience(exp_id))
         return out
 
     # --- a person decides --------------------------------------------------------------------------
@@ -312,38 +308,6 @@ class VerifierCases:
 
 # --- the verifier ----------------------------------------------------------------------------------------
 
-_bound: list[Store] = []
-
-
-@contextmanager
-def bound_store(store: Store) -> Iterator[None]:
-    """Within this block, `verifier/cases-v1` built without a store reads cases from `store`."""
-    _bound.append(store)
-    try:
-        yield
-    finally:
-        _bound.remove(store)
-
-
-_opened: dict[str, Store] = {}
-
-
-def _default_store() -> Store | None:
-    # The registry builds verifiers without arguments: use the store a caller bound, else the
-    # workspace's when it exists (never create one just to find it has no cases).
-    if _bound:
-        return _bound[-1]
-    from lle import workspace
-
-    path = workspace.db_path(os.environ.get(workspace.ENV_VAR))
-    if not Path(path).exists():
-        return None
-    key = str(Path(path).resolve())
-    if key not in _opened:
-        _opened[key] = Store(path)
-    return _opened[key]
-
-
 @verifiers.verifier(VERIFIER_ID)
 class CaseVerifier:
     """Runs the approved verifier cases of the small world's family on a trajectory: a repeat of a
@@ -353,9 +317,20 @@ class CaseVerifier:
         self.store = store
 
     def verify(self, small_world: SmallWorld, trajectory: list[Step]) -> list[Evidence]:
-        store = self.store or _default_store()
-        if store is None:
+        if self.store is not None:
+            return self._verify(self.store, small_world, trajectory)
+        # Built by id without a store (what `assess` does): the workspace's cases, when it has a
+        # store (never create one just to find it has no cases). A run over another store passes
+        # `CaseVerifier(store)` in assess's `extra`, which replaces this one.
+        from lle import workspace
+
+        path = workspace.db_path(os.environ.get(workspace.ENV_VAR))
+        if not Path(path).exists():
             return []
+        with Store(path) as store:
+            return self._verify(store, small_world, trajectory)
+
+    def _verify(self, store: Store, small_world: SmallWorld, trajectory: list[Step]) -> list[Evidence]:
         out = []
         for item, why in VerifierCases(store).run(small_world, trajectory):
             missed = item.content.get("missed") if isinstance(item.content, dict) else None

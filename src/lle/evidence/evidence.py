@@ -94,12 +94,16 @@ def assess(small_world: SmallWorld, trajectory: list[Step], *, base: Experience 
            extra: Sequence[Verifier] = (), budget: VerificationBudget | None = None, purpose: Purpose = "record",
            timeout_s: float = 120.0) -> Experience:
     """Run the small world's verifiers (plus the always-on ones and `extra`) and build the Experience.
+    A verifier in `extra` replaces the one the registry would build by the same id.
 
     `base` is the experience the harness recorded (its id, policy and versions are kept).
     """
     checks: list[Verifier] = []
     missing: list[Evidence] = []
+    given = {verifiers.verifier_id(check) for check in extra}  # e.g. `CaseVerifier(store)`: it replaces the one by id
     for id_ in dict.fromkeys([*ALWAYS, *small_world.verifiers]):
+        if id_ in given:
+            continue
         try:
             checks.append(registry.make(id_))
         except RegistryError as err:  # a check that cannot be built has not passed: say so

@@ -15,6 +15,7 @@ from lle.core import CarrierKind, Revocation, RunConfig, UpdateOp
 from lle.flywheel.loop import strategy_db
 from lle.governance.lineage import active_items
 from lle.store import Store
+from lle.store import flywheel as flywheel_store
 
 Z95 = 1.959964
 
@@ -82,28 +83,24 @@ def batch_round(batch: str) -> tuple[int, str]:
 
 
 def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
-    rows = db.conn.execute(
-        "SELECT e.batch, x.id, x.world, x.outcome, x.n_steps FROM episodes e JOIN experiences x ON x.id = e.id "
-        "WHERE e.batch LIKE ? ORDER BY e.rowid", (prefix + "%",))
     cells: dict[tuple[int, str, str], Cell] = defaultdict(Cell)
-    for batch, exp_id, world, outcome, n_steps in rows:
-        round_, phase = batch_round(str(batch))
+    for batch, exp_id, world, outcome, n_steps in flywheel_store.batch_results(db, prefix):
+        round_, phase = batch_round(batch)
         if phase == "skill":
             continue  # a skill's A/B replay: counted by its gate decision, not as a train episode
-        cell = cells[(round_, phase, str(world))]
+        cell = cells[(round_, phase, world)]
         cell.n += 1
         if outcome == "pass":
             cell.passed += 1
-            cell.steps_solved += int(n_steps)
-            exp = db.get_experience(str(exp_id))
+            cell.steps_solved += n_steps
+            exp = db.get_experience(exp_id)
             cell.tokens_solved += sum((s.llm.prompt_tokens + s.llm.completion_tokens) for s in exp.steps if s.llm)
     return cells
 
 
 def _growth(db: Store, config: RunConfig) -> dict[int, dict[str, int]]:
     """Cumulative admissions per round, each update placed in the round of the episodes it came from."""
-    round_of = {str(i): batch_round(str(b))[0] for i, b in db.conn.execute(
-        "SELECT id, batch FROM episodes WHERE batch LIKE ?", (config.id + "/%",))}
+    round_of = {i: batch_round(b)[0] for i, b in flywheel_store.batches(db, config.id + "/").items()}
     per_round: dict[int, Counter[str]] = defaultdict(Counter)
     for update in db.list_updates(limit=10_000_000):
         counts = update.op is (UpdateOp.activate if update.carrier is CarrierKind.skills else UpdateOp.admit)

@@ -14,6 +14,7 @@ flight. Evaluation episodes are never routed, and the test split is never drawn.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from lle.flywheel import poison, strategies, suite
 from lle.runtime.harness import stop_of
 from lle.runtime.parallel import run_many
 from lle.store import Store
+from lle.store import flywheel as flywheel_store
 from lle.workspace import resolve
 
 MAX_SKILL_REPLAYS = 2
@@ -90,13 +92,14 @@ class Flywheel:
         self.suite = suite.get_suite(config.suite)
         self.on_step = on_step
         self.model_path = model_path(config)
+        self.cache = strategies.WorkerCache()  # one per process: each worker gets its own, empty
         self.eval_worlds = suite.draw(self.suite, Split.dev, config.eval_tasks, seed=config.seed, round_=0,
                                       max_steps=config.max_steps)
 
     def policy_factory(self, db_path: Path) -> strategies.SpecPolicyFactory:
         threads = max(1, (os.cpu_count() or 2) // max(1, self.config.workers))
         return strategies.SpecPolicyFactory(self.config.model, threads=threads, seed=self.config.seed,
-                                        db_path=str(db_path))
+                                        db_path=str(db_path), cache=self.cache)
 
     def phase(self, strategy: str, db_path: Path, label: str, small_worlds: list[SmallWorld],
               skills: strategies.SkillsOffer | None = None) -> list[Experience]:
@@ -112,17 +115,18 @@ class Flywheel:
             if self.on_step is not None:
                 self.on_step(f"{strategy} {label}", step)
 
-        from lle.carriers.verifier_cases import bound_store
+        from lle.carriers.verifier_cases import CaseVerifier
 
-        with Store(db_path) as db, bound_store(db):  # approved verifier cases of this strategy's store
+        with Store(db_path) as db:
             if skills is None and strategy == "lle":
-                skills = strategies.SkillsOffer(str(db_path))
+                skills = strategies.SkillsOffer(str(db_path), cache=self.cache)
             return run_many(
                 worlds, self.policy_factory(db_path), store=db, workers=self.config.workers,
-                context_builder_factory=strategies.StrategyBuilderFactory(strategy, str(db_path), self.model_path),
+                context_builder_factory=strategies.StrategyBuilderFactory(strategy, str(db_path), self.model_path,
+                                                                         self.cache),
                 skills_factory=skills,
                 world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
-                assess=assess_experience,
+                assess=functools.partial(assess_experience, extra=[CaseVerifier(db)]),  # this store's cases
             )
 
     def route(self, strategy: str, db_path: Path, experiences: list[Experience], label: str) -> None:
@@ -130,7 +134,7 @@ class Flywheel:
         with Store(db_path) as db:
             router = None
             for exp in experiences:
-                if db.conn.execute("SELECT 1 FROM routed WHERE experience_id=?", (exp.id,)).fetchone():
+                if flywheel_store.is_routed(db, exp.id):
                     continue  # routed before a kill: a resumed run does not route it again
                 if strategy == "raw":
                     written += strategies.keep_raw(db, exp)
@@ -141,7 +145,7 @@ class Flywheel:
                         router = UpdateRouter(db, actor=f"flywheel:{self.config.id}")
                     written += router.route(exp)
                     router.memory.credit_episode(exp)  # MemRL: items shown in this episode learn its reward
-                mark_routed(db, exp.id, self.config.id)
+                flywheel_store.mark_routed(db, exp.id, self.config.id)
         if self.on_routed is not None:
             self.on_routed(f"{strategy} {label}", written)
 
@@ -165,9 +169,9 @@ class Flywheel:
             # Named by the skill's name, not its item id: a rerun of the same config mines other ids.
             label = f"r{round_}/skill/{skill.name}-v{skill.descriptor.version}"
             without = self.phase("lle", db_path, f"{label}/without", worlds,
-                                 skills=strategies.SkillsOffer(str(db_path), only=()))
+                                 skills=strategies.SkillsOffer(str(db_path), only=(), cache=self.cache))
             with_skill = self.phase("lle", db_path, f"{label}/with", worlds,
-                                    skills=strategies.SkillsOffer(str(db_path), only=(skill.item_id,)))
+                                    skills=strategies.SkillsOffer(str(db_path), (skill.item_id,), self.cache))
             with Store(db_path) as db:
                 library = SkillLibrary(db, actor=f"flywheel:{self.config.id}")
                 if not library.decided(skill.item_id, [e.id for e in [*without, *with_skill]]):
@@ -188,12 +192,6 @@ class Flywheel:
                     self.validate_skills(db_path, round_)
                 self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
         (self.folder / "finished_at").write_text(utcnow().isoformat())
-
-
-def mark_routed(db: Store, experience_id: str, run_id: str) -> None:
-    with db.transaction():
-        db.conn.execute("INSERT OR IGNORE INTO routed(experience_id, run_id, at) VALUES (?, ?, ?)",
-                        (experience_id, run_id, utcnow().isoformat()))
 
 
 def episode_finished(step: Step) -> bool:

@@ -9,7 +9,7 @@ readers run beside the single writer).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +39,26 @@ def _raw_text(exp: Experience) -> str:
     return "\n".join(lines)
 
 
-_stores: dict[str, Store] = {}
+class WorkerCache:
+    """What a process opens once and reuses across its episodes: strategy stores (read beside the
+    parent's single writer) and policies (loading a model per episode would dominate). The run
+    passes one to all its factories; pickled, it travels empty, so each worker process fills its
+    own (a store connection must not cross processes)."""
 
+    def __init__(self) -> None:
+        self.stores: dict[str, Store] = {}
+        self.policies: dict[str, Policy] = {}
 
-def _worker_store(db_path: str) -> Store:
-    """The strategy's store, opened once per worker process (read beside the parent's single writer)."""
-    if db_path not in _stores:
-        _stores[db_path] = Store(db_path)
-    return _stores[db_path]
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.stores, self.policies = {}, {}
+
+    def store(self, db_path: str) -> Store:
+        if db_path not in self.stores:
+            self.stores[db_path] = Store(db_path)
+        return self.stores[db_path]
 
 
 class Retriever:
@@ -58,8 +70,8 @@ class Retriever:
     resumed episode sees the notes it saw before the kill.
     """
 
-    def __init__(self, strategy: str, db_path: str) -> None:
-        self.strategy, self.db_path = strategy, db_path
+    def __init__(self, strategy: str, db_path: str, cache: WorkerCache | None = None) -> None:
+        self.strategy, self.db_path, self.cache = strategy, db_path, cache or WorkerCache()
         self._shown: dict[str, list[CarrierItem]] = {}
 
     def __call__(self, small_world: SmallWorld, observation: str) -> list[CarrierItem]:
@@ -70,16 +82,12 @@ class Retriever:
     def find(self, small_world: SmallWorld) -> list[CarrierItem]:
         if self.strategy == "none" or not Path(self.db_path).exists():
             return []
-        db = _worker_store(self.db_path)
+        db = self.cache.store(self.db_path)
         query = small_world.goal
         if self.strategy == "raw":
             # The naive way: the most similar whole logs, whatever they contain.
             ids = [ref for kind, ref, _ in db.search(query[:500], limit=RAW_K * 4) if kind == "memory"][:RAW_K]
-            marks = ",".join("?" * len(ids))
-            sql = f"SELECT id, body FROM carrier_items WHERE id IN ({marks})"
-            rows = list(db.conn.execute(sql, ids)) if ids else []
-            by_id = {str(r[0]): CarrierItem.model_validate(db.decode(str(r[1]))) for r in rows}
-            return [by_id[i] for i in ids if i in by_id]
+            return db.items_by_id(ids)
         from lle.carriers.memory import MemoryCarrier
         from lle.carriers.rules import RuleBook
 
@@ -95,6 +103,7 @@ class StrategyBuilderFactory:
     strategy: str
     db_path: str
     model_path: str | None = None
+    cache: WorkerCache = field(default_factory=WorkerCache, compare=False, repr=False)
 
     def __call__(self) -> Any:
         from lle.context.builder import BudgetedContextBuilder
@@ -104,7 +113,7 @@ class StrategyBuilderFactory:
             from lle.policies.llama import load_token_counter
 
             count = load_token_counter(self.model_path)
-        retrieve = Retriever(self.strategy, self.db_path) if self.strategy != "none" else None
+        retrieve = Retriever(self.strategy, self.db_path, self.cache) if self.strategy != "none" else None
         return BudgetedContextBuilder(count_tokens=count, retrieve=retrieve)
 
 
@@ -115,19 +124,17 @@ class SkillsOffer:
 
     db_path: str
     only: tuple[str, ...] | None = None
+    cache: WorkerCache = field(default_factory=WorkerCache, compare=False, repr=False)
 
     def __call__(self, small_world: SmallWorld) -> list[Any]:
         if not Path(self.db_path).exists():
             return []
         from lle.carriers.skills import SkillLibrary
 
-        library = SkillLibrary(_worker_store(self.db_path))
+        library = SkillLibrary(self.cache.store(self.db_path))
         if self.only is not None:
             return [library.get(ref) for ref in self.only]
         return library.offered(small_world)
-
-
-_policies: dict[str, Policy] = {}
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,7 @@ class SpecPolicyFactory:
     seed: int = 0
     db_path: str | None = None
     """The strategy's store: the oracle calls the skills of it that an episode offers."""
+    cache: WorkerCache = field(default_factory=WorkerCache, compare=False, repr=False)
 
     def __call__(self, small_world: SmallWorld) -> Policy:
         if self.spec == "oracle":  # the toy world's solver: tests the machinery, never a learner
@@ -149,18 +157,18 @@ class SpecPolicyFactory:
             if self.db_path and Path(self.db_path).exists():
                 from lle.carriers.skills import SkillLibrary, SkillState
 
-                library = SkillLibrary(_worker_store(self.db_path))
+                library = SkillLibrary(self.cache.store(self.db_path))
                 skills = [s for s in library.skills(small_world.family) if s.state is not SkillState.revoked]
             from lle.flywheel.replay import SkillAwarePolicy
 
             # A skill whose whole macro is the plan's next steps is called instead (only if offered).
             return SkillAwarePolicy(oracle_actions(small_world), skills, name="oracle")
-        if self.spec not in _policies:
+        if self.spec not in self.cache.policies:
             from lle.policies.catalog import make_policy
 
             os.environ.setdefault("LLE_THREADS", str(self.threads))
-            _policies[self.spec] = make_policy(self.spec, temperature=0.0, seed=self.seed)
-        return _policies[self.spec]
+            self.cache.policies[self.spec] = make_policy(self.spec, temperature=0.0, seed=self.seed)
+        return self.cache.policies[self.spec]
 
 
 # --- what is kept -----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 from lle.core import CarrierItem, Experience, Revocation, Update, UpdateOp
 from lle.errors import InvalidInputError, UnknownIdError
-from lle.store import Store
+from lle.store import Store, experiences
 
 SOURCE_KINDS = ("world", "model", "time")
 
@@ -122,28 +122,20 @@ def denylist(store: Store) -> Denylist:
 def _experiences_of(store: Store, source: Source) -> list[str]:
     if source.kind == "time":
         assert source.start is not None and source.end is not None
-        rows = store.conn.execute("SELECT id FROM experiences WHERE created_at >= ? AND created_at < ?",
-                                  (source.start.isoformat(), source.end.isoformat()))
-        return [str(r[0]) for r in rows]
+        return experiences.created_between(store, source.start.isoformat(), source.end.isoformat())
     if source.kind == "world":
-        sql = "SELECT id FROM experiences WHERE world = ?" + (
-            " AND json_extract(body, '$.world_version') = ?" if source.version else "")
-        args: tuple[str, ...] = (source.value, source.version) if source.version else (source.value,)
-        return [str(r[0]) for r in store.conn.execute(sql, args)]
-    return [str(r[0]) for r in store.conn.execute(
-        "SELECT id FROM experiences WHERE json_extract(body, '$.policy.model') = ?", (source.value,))]
+        return experiences.of_world(store, source.value, source.version)
+    return experiences.of_model(store, source.value)
 
 
 def cascade(store: Store, roots: Iterable[str]) -> list[str]:
     """Every id derived from `roots`: their evidence, the items built on them, items built on those…"""
     revoked = set(roots)
     for exp_id in [r for r in revoked if r.startswith("exp_")]:
-        revoked.update(str(r[0]) for r in store.conn.execute("SELECT id FROM evidence WHERE experience_id=?",
-                                                             (exp_id,)))
+        revoked.update(experiences.evidence_ids(store, exp_id))
     for upd_id in [r for r in revoked if r.startswith("upd_")]:
-        row = store.conn.execute("SELECT item_id FROM updates WHERE id=?", (upd_id,)).fetchone()
-        if row and row[0]:
-            revoked.add(str(row[0]))
+        if item_id := store.update_item_id(upd_id):
+            revoked.add(item_id)
     items = store.carrier_items()
     changed = True
     while changed:  # fixpoint: items derived from items derived from …

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import struct
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ class Store:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._writer: int | None = None  # thread holding the open write transaction
         _check_file(self.path)
         try:
             self.conn = apsw.Connection(str(self.path))
@@ -128,16 +130,23 @@ class Store:
                 f"{self.path} was written by a newer lle (schema {self.schema_version} > {self.latest_version}); "
                 "this version only reads it: upgrade lle (`pip install -U lle`) to write"
             )
-        self.conn.execute("BEGIN IMMEDIATE")
+        # A write inside this thread's open transaction joins it as a savepoint: a carrier that needs
+        # several appends atomically wraps them in `transaction()`, and a failed inner write undoes
+        # only itself. Another thread's BEGIN on this connection still fails, as it always did.
+        nested = self._writer == threading.get_ident()
+        self.conn.execute("SAVEPOINT lle_nested" if nested else "BEGIN IMMEDIATE")
+        self._writer = threading.get_ident()
         try:
             yield
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self.conn.execute("ROLLBACK TO lle_nested; RELEASE lle_nested" if nested else "ROLLBACK")
             raise
-        self.conn.execute("COMMIT")
+        finally:
+            self._writer = self._writer if nested else None
+        self.conn.execute("RELEASE lle_nested" if nested else "COMMIT")
 
     def transaction(self) -> AbstractContextManager[None]:
-        """One write transaction (`BEGIN IMMEDIATE` … `COMMIT`) for modules that own a table of their own."""
+        """One write transaction (`BEGIN IMMEDIATE` … `COMMIT`); the store's writes inside it join it."""
         return self._write()
 
     def close(self) -> None:
@@ -345,16 +354,53 @@ class Store:
             (*args, limit, offset))
         return [Update.model_validate(self._load(r[0])) for r in rows]
 
+    def update_item_id(self, update_id: str) -> str | None:
+        """The item an update is about (None: unknown update, or one about no item)."""
+        row = self.conn.execute("SELECT item_id FROM updates WHERE id=?", (update_id,)).fetchone()
+        return str(row[0]) if row and row[0] else None
+
+    def experiences_decided(self, carrier: str) -> set[str]:
+        """Every experience id that some update of `carrier` names."""
+        return {str(r[0]) for r in self.conn.execute(
+            "SELECT DISTINCT j.value FROM updates u, json_each(u.body, '$.experience_ids') j WHERE u.carrier = ?",
+            (carrier,))}
+
     def list_revocations(self) -> list[Revocation]:
         return [Revocation.model_validate(self._load(r[0]))
                 for r in self.conn.execute("SELECT body FROM revocations ORDER BY rowid")]
 
     def carrier_items(self, carrier: str | None = None) -> list[CarrierItem]:
         """Every carrier item ever admitted (revoked ones too: filter with the router's denylist)."""
-        sql, args = "SELECT body FROM carrier_items", []
-        if carrier:
-            sql, args = sql + " WHERE carrier=?", [carrier]
-        return [CarrierItem.model_validate(self._load(r[0])) for r in self.conn.execute(sql + " ORDER BY rowid", args)]
+        return [CarrierItem.model_validate(self._load(body)) for _, _, body in self.item_rows(carrier or None)]
+
+    def item_rows(self, carrier: str | None = None, *, after: int = 0,
+                  upto: int | None = None) -> list[tuple[int, str, str]]:
+        """(rowid, id, stored JSON body) of carrier items written after rowid `after` (up to `upto`),
+        in writing order: carriers that cache the append-only ledger read only what is new."""
+        sql, args = "SELECT rowid, id, body FROM carrier_items WHERE rowid > ?", list[int | str]([after])
+        clauses: tuple[tuple[str, int | str | None], ...] = ((" AND rowid <= ?", upto), (" AND carrier = ?", carrier))
+        for clause, value in clauses:
+            if value is not None:
+                sql, args = sql + clause, [*args, value]
+        return [(int(r), str(i), str(b)) for r, i, b in self.conn.execute(sql + " ORDER BY rowid", args)]
+
+    def items_by_id(self, ids: list[str], carrier: str | None = None) -> list[CarrierItem]:
+        """Stored carrier items (of `carrier`) by id, in the order given; unknown ids are left out."""
+        rows = self.conn.execute("SELECT id, body FROM carrier_items WHERE id IN (SELECT value FROM json_each(?))"
+                                 " AND coalesce(?, carrier) = carrier", (json.dumps(ids), carrier))
+        found = {str(i): CarrierItem.model_validate(self._load(b)) for i, b in rows}
+        return [found[i] for i in ids if i in found]
+
+    def update_rows(self, carrier: str, *, after: int = 0) -> list[tuple[int, Update]]:
+        """(rowid, update) of `carrier`'s updates written after rowid `after`, in writing order."""
+        return [(int(r), Update.model_validate(self._load(b))) for r, b in self.conn.execute(
+            "SELECT rowid, body FROM updates WHERE carrier=? AND rowid>? ORDER BY rowid", (carrier, after))]
+
+    def last_rowid(self, table: str) -> int:
+        """The highest rowid of a ledger table (0 when empty): a high-water mark for incremental reads."""
+        self.count(table)  # checks the name
+        row = self.conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()
+        return int(row[0]) if row else 0
 
     def revoked_ids(self) -> set[str]:
         """The denylist: every revoked target and everything revoked with it."""

@@ -1,0 +1,62 @@
+"""Experience, evidence and step lookups by column: the ids that lineage, skills, the dataset and
+verifier cases select. Functions over a `Store`; the records themselves are read with `Store`."""
+
+from __future__ import annotations
+
+from lle.store.sqlite import Store
+
+
+def _ids(store: Store, sql: str, args: tuple[object, ...] = ()) -> list[str]:
+    return [str(r[0]) for r in store.conn.execute(sql, args)]
+
+
+def all_ids(store: Store) -> list[str]:
+    """Every stored experience id, in id order."""
+    return _ids(store, "SELECT id FROM experiences ORDER BY id")
+
+
+def created_between(store: Store, start: str, end: str) -> list[str]:
+    """Experiences created in [start, end) (ISO timestamps)."""
+    return _ids(store, "SELECT id FROM experiences WHERE created_at >= ? AND created_at < ?", (start, end))
+
+
+def of_world(store: Store, world: str, version: str | None = None) -> list[str]:
+    """Experiences in `world` (at `version`, when given)."""
+    if version:
+        return _ids(store, "SELECT id FROM experiences WHERE world = ? AND json_extract(body, '$.world_version') = ?",
+                    (world, version))
+    return _ids(store, "SELECT id FROM experiences WHERE world = ?", (world,))
+
+
+def of_model(store: Store, model: str) -> list[str]:
+    """Experiences whose policy was `model`."""
+    return _ids(store, "SELECT id FROM experiences WHERE json_extract(body, '$.policy.model') = ?", (model,))
+
+
+def latest(store: Store, *, family: str, split: str, outcome: str, verification: list[str], limit: int) -> list[str]:
+    """The family's `limit` most recently stored experiences with this split, outcome and a verification in the list."""
+    marks = ",".join("?" * len(verification))
+    return _ids(store, f"SELECT id FROM experiences WHERE family=? AND split=? AND outcome=? AND verification IN "
+                       f"({marks}) ORDER BY rowid DESC LIMIT ?", (family, split, outcome, *verification, limit))
+
+
+def with_later_evidence(store: Store) -> list[str]:
+    """Experiences with evidence appended after they were stored, in id order."""
+    return _ids(store, "SELECT x.id FROM experiences x WHERE (SELECT count(*) FROM evidence e"
+                       " WHERE e.experience_id = x.id) > x.n_evidence ORDER BY x.id")
+
+
+def evidence_ids(store: Store, experience_id: str, *, hard_decided: bool = False) -> list[str]:
+    """Ids of the evidence about an experience, in writing order; `hard_decided`: only hard pass/fail."""
+    only = " AND strength='hard' AND outcome!='unknown'" if hard_decided else ""
+    return _ids(store, f"SELECT id FROM evidence WHERE experience_id=?{only} ORDER BY rowid", (experience_id,))
+
+
+def feedback_outcomes(store: Store, kind: str, skill: str) -> list[tuple[str, str]]:
+    """(experience id, outcome) of stored experiences with a step whose feedback of `kind` names `skill`."""
+    rows = store.conn.execute(
+        "SELECT DISTINCT s.experience_id, e.outcome FROM steps s JOIN experiences e ON e.id = s.experience_id"
+        " WHERE instr(s.body, ?) > 0 AND EXISTS (SELECT 1 FROM json_each(s.body, '$.feedback') f"
+        " WHERE json_extract(f.value, '$.kind') = ? AND json_extract(f.value, '$.content.skill') = ?)"
+        " ORDER BY s.experience_id", (skill, kind, skill))
+    return [(str(i), str(o)) for i, o in rows]
