@@ -177,10 +177,12 @@ class SmallWorld(Record):
     """What the runtime lets the agent touch."""
     verifiers: list[str] = Field(default_factory=list)
     """Registry ids of the verifiers (anchors) that judge this task."""
-    inherits: list[Scope] = Field(default_factory=list)
-    """Carrier scopes the agent may read from."""
-    writeback: list[CarrierKind] = Field(default_factory=list)
-    """Carriers this task's experience may be routed to."""
+    inherits: list[Scope] = Field(default_factory=lambda: [Scope(level=ScopeLevel.global_)])
+    """Scopes the agent may read carrier items from; each covers the scopes inside it (a family its projects
+    and their tasks). Default: global, i.e. everything its task can see; `[]` reads nothing."""
+    writeback: list[CarrierKind] = Field(default_factory=lambda: list(CarrierKind))
+    """Carriers this task's experience may be routed to (each behind its gate). Default: every carrier;
+    `[]` writes back nothing."""
     limits: Limits = Field(default_factory=Limits)
     """Step and time limits."""
 
@@ -477,6 +479,9 @@ class RunConfig(Record):
     """Seed of the draws and of the model's sampling."""
     scenario: Literal["poison"] | None = None
     """`poison`: inject instructions into train tool outputs and one-off preferences into train goals."""
+    verification_budget: int | None = Field(default=None, ge=0)
+    """Expensive verifier runs per train batch (`lle.evidence.budget`; skips are recorded as `unknown`
+    evidence); None: no budget, every verifier runs. Evaluation and skill replays are never budgeted."""
     created_at: datetime = Field(default_factory=utcnow)
     """When the run was started."""
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lle.core import CarrierKind, Split, UpdateOp
+from lle.carriers.dataset import Dataset
+from lle.core import CarrierKind, Experience, Outcome, Split, UpdateOp, VerificationLevel
 from lle.evidence import assess_experience
 from lle.flywheel import poison
 from lle.governance.hygiene import ContaminationIndex
@@ -92,3 +93,48 @@ def test_dev_experiences_are_refused_with_a_reason(tmp_path: Path) -> None:
         updates = UpdateRouter(store, contamination=ContaminationIndex.from_registry(worlds=["toy/keys-v1"])).route(exp)
         assert [(u.op, u.gate.name if u.gate else None) for u in updates] == [(UpdateOp.reject, "held_out")]
         assert store.carrier_items() == []
+
+
+def _toy_success(split: Split = Split.train, seed: int = 0, **small_world: object) -> Experience:
+    """A hard-verified success in the toy world, its small world changed by `small_world`."""
+    from lle.worlds.toy.keys import oracle_actions
+
+    sw = open_family("toy/keys-v1").small_world(split, seed)
+    exp = assess_experience(run_episode(sw, ScriptedPolicy(oracle_actions(sw))))
+    assert (exp.outcome, exp.verification) == (Outcome.passed, VerificationLevel.hard_anchor)
+    return exp.model_copy(update={"small_world": sw.model_copy(update=small_world)}).sealed()
+
+
+def test_a_small_world_that_forbids_writeback_leaves_every_carrier_untouched(tmp_path: Path) -> None:
+    exp = _toy_success(writeback=[])
+    with Store(tmp_path / "lle.db") as store:
+        store.append_experience(exp)
+        router = UpdateRouter(store, contamination=ContaminationIndex.from_registry(worlds=["toy/keys-v1"]))
+        updates = router.route(exp)
+        routed = [CarrierKind.memory, CarrierKind.rules, CarrierKind.skills, CarrierKind.dataset]
+        assert [(u.carrier, u.op, u.gate.name if u.gate else None) for u in updates] == \
+            [(c, UpdateOp.reject, "writeback") for c in routed]
+        assert all(u.gate and f"writeback forbids {u.carrier.value}" in u.gate.reasons[0] for u in updates)
+        assert store.carrier_items() == []  # memory, rules, skills, verifier cases, dataset: all empty
+        assert Dataset(store).admit_pending() == []  # decided once, by the router: export adds nothing later
+
+
+def test_writeback_admits_only_the_carriers_it_lists(tmp_path: Path) -> None:
+    exp = _toy_success(writeback=[CarrierKind.memory])
+    with Store(tmp_path / "lle.db") as store:
+        store.append_experience(exp)
+        updates = UpdateRouter(store, contamination=ContaminationIndex.from_registry(worlds=["toy/keys-v1"])).route(exp)
+        decided = {u.carrier: (u.op, u.gate.name if u.gate else None) for u in updates}
+        assert decided[CarrierKind.memory] == (UpdateOp.admit, "memory")
+        assert decided[CarrierKind.dataset] == (UpdateOp.reject, "writeback")
+        assert {i.carrier for i in store.carrier_items()} == {CarrierKind.memory}
+
+
+def test_by_default_a_small_world_writes_back_to_every_carrier(tmp_path: Path) -> None:
+    exp = _toy_success()
+    assert exp.small_world.writeback == list(CarrierKind)
+    with Store(tmp_path / "lle.db") as store:
+        store.append_experience(exp)
+        updates = UpdateRouter(store, contamination=ContaminationIndex.from_registry(worlds=["toy/keys-v1"])).route(exp)
+        assert not any(u.gate and u.gate.name == "writeback" for u in updates)
+        assert {i.carrier for i in store.carrier_items()} == {CarrierKind.memory, CarrierKind.dataset}

@@ -17,7 +17,7 @@ HIGH_VALUE: frozenset[str] = frozenset({"skills", "dataset"})
 
 @dataclass
 class VerificationBudget:
-    """`units` expensive verifier runs per round (one unit each)."""
+    """`units` expensive verifier runs per round (one unit each); the flywheel makes one per train batch."""
 
     units: int = 20
     spent: int = 0
@@ -34,7 +34,3 @@ class VerificationBudget:
             return None
         self.skipped.append(verifier_id)
         return reason
-
-    def new_round(self) -> None:
-        self.spent = 0
-        self.skipped.clear()

@@ -128,13 +128,25 @@ def assess(small_world: SmallWorld, trajectory: list[Step], *, base: Experience 
     }).sealed()
 
 
-def assess_experience(experience: Experience, **kwargs: object) -> Experience:
+def assess_experience(experience: Experience, *, extra: Sequence[Verifier] = (),
+                      budget: VerificationBudget | None = None, purpose: Purpose = "record",
+                      timeout_s: float = 120.0) -> Experience:
     """`assess` for an experience the harness recorded."""
-    return assess(experience.small_world, experience.steps, base=experience, **kwargs)  # type: ignore[arg-type]
+    return assess(experience.small_world, experience.steps, base=experience, extra=extra, budget=budget,
+                  purpose=purpose, timeout_s=timeout_s)
 
 
-def reproduced(experiences: Sequence[Experience], k: int = 2) -> bool:
-    """Whether the same kind of success holds, hard-verified, in at least `k` distinct small worlds."""
-    worlds = {e.small_world.id for e in experiences if e.outcome is Outcome.passed
-              and e.verification.rank >= VerificationLevel.hard_anchor.rank}
-    return len(worlds) >= k
+def lesson_level(supporters: Sequence[Experience], k: int, *,
+                 min_level: VerificationLevel = VerificationLevel.hard_anchor) -> VerificationLevel:
+    """The level a lesson (a skill's trace, a rule's statement) reaches from the experiences that back it.
+
+    `reproduced` once experiences with a decided outcome, verified at `min_level` or better, back it in
+    at least `k` distinct small worlds (the same task solved twice is one small world, not two);
+    otherwise the strongest level one of them reached. One experience alone never reaches `reproduced`,
+    which is why `decide` stops at `independent_anchors`.
+    """
+    decided = [e for e in supporters if e.outcome is not Outcome.unknown]
+    worlds = {e.small_world.id for e in decided if e.verification.rank >= min_level.rank}
+    if len(worlds) >= k:
+        return VerificationLevel.reproduced
+    return max((e.verification for e in decided), key=lambda v: v.rank, default=VerificationLevel.none)

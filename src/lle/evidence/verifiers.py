@@ -16,8 +16,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import JsonValue
 
@@ -49,16 +48,6 @@ NON_GOAL_ANCHORS = frozenset({"rule", "compiler", "world_model", "self_report", 
 INFRASTRUCTURE_STOPS = {"PolicyFailed", "WorldFailed"}
 
 
-@dataclass(frozen=True)
-class VerifierInfo:
-    id: str
-    cost: Cost
-    factory: Callable[..., Any]
-
-
-_costs: dict[str, Cost] = {}
-
-
 def verifier(id_: str, *, cost: Cost = "cheap") -> Callable[[type], type]:
     """Class decorator: register a verifier under `id_`; `cost` decides whether the budget gates it."""
 
@@ -66,7 +55,6 @@ def verifier(id_: str, *, cost: Cost = "cheap") -> Callable[[type], type]:
         declared = registry.ids().count(id_) and registry.spec(id_).entry_point
         if declared != f"{cls.__module__}:{cls.__qualname__}":  # built-ins are already entry points
             registry.register(id_, cls, replace=True)
-        _costs[id_] = cost
         cls.verifier_id = id_  # type: ignore[attr-defined]
         cls.cost = cost  # type: ignore[attr-defined]
         return cls

@@ -20,10 +20,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from lle.core import Experience, RunConfig, SmallWorld, Split, Step, Update, utcnow
+from lle.core import CarrierKind, Experience, RunConfig, SmallWorld, Split, Step, Update, utcnow
 from lle.errors import InvalidInputError
-from lle.evidence import assess_experience
+from lle.evidence import VerificationBudget, assess_experience
 from lle.flywheel import poison, strategies, suite
+from lle.governance import gates
 from lle.runtime.harness import stop_of
 from lle.runtime.parallel import run_many
 from lle.store import Store
@@ -115,6 +116,12 @@ class Flywheel:
             if self.on_step is not None:
                 self.on_step(f"{strategy} {label}", step)
 
+        # One verification budget per train batch; held-out and replay batches are checked in full, so every
+        # strategy and both arms of a replay are judged by the same verifiers. Train experiences are routed,
+        # possibly to the dataset: the purpose under which expensive checks may run.
+        budget = None
+        if label.endswith("/train") and self.config.verification_budget is not None:
+            budget = VerificationBudget(units=self.config.verification_budget)
         from lle.carriers.verifier_cases import CaseVerifier
 
         with Store(db_path) as db:
@@ -126,7 +133,8 @@ class Flywheel:
                                                                          self.cache),
                 skills_factory=skills,
                 world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
-                assess=functools.partial(assess_experience, extra=[CaseVerifier(db)]),  # this store's cases
+                assess=functools.partial(assess_experience, extra=[CaseVerifier(db)],  # this store's cases
+                                         budget=budget, purpose="dataset" if budget else "record"),
             )
 
     def route(self, strategy: str, db_path: Path, experiences: list[Experience], label: str) -> None:
@@ -144,7 +152,8 @@ class Flywheel:
 
                         router = UpdateRouter(db, actor=f"flywheel:{self.config.id}")
                     written += router.route(exp)
-                    router.memory.credit_episode(exp)  # MemRL: items shown in this episode learn its reward
+                    if gates.writeback_gate(exp, CarrierKind.memory) is None:
+                        router.memory.credit_episode(exp)  # MemRL: items shown in this episode learn its reward
                 flywheel_store.mark_routed(db, exp.id, self.config.id)
         if self.on_routed is not None:
             self.on_routed(f"{strategy} {label}", written)

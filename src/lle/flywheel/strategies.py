@@ -3,7 +3,8 @@
 Each strategy of a run has its own store (`runs/RUN/STRATEGY.db`), so what one learns can never
 leak into another's context. The context builder and the policy are built inside the episode
 workers from the picklable factories below; retrieval there reads the strategy's store (WAL lets
-readers run beside the single writer).
+readers run beside the single writer). `lle` episodes read only what their small world `inherits`;
+`raw`, the ungoverned baseline, keeps and reads every log whatever the small world declares.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from lle.core import CarrierItem, CarrierKind, Experience, Policy, Scope, ScopeLevel, SmallWorld, Update, UpdateOp
 from lle.errors import InvalidInputError
+from lle.governance import gates
 from lle.store import Store
 
 STRATEGIES = ("none", "raw", "lle")
@@ -93,7 +95,14 @@ class Retriever:
 
         scope = Scope(level=ScopeLevel.task, family=small_world.family, project=small_world.project,
                       task_id=small_world.id)
-        return [*RuleBook(db).retrieve(query, scope, k=LLE_K), *MemoryCarrier(db).retrieve(query, scope, k=LLE_K)]
+
+        def inherited(items: list[CarrierItem]) -> list[CarrierItem]:
+            # Over-fetched, then cut: a note outside the small world's `inherits` must not take the
+            # place of one inside (the best k are the same when nothing is left out).
+            return [i for i in items if gates.inherited(small_world, i.scope)][:LLE_K]
+
+        return [*inherited(RuleBook(db).retrieve(query, scope, k=4 * LLE_K)),
+                *inherited(MemoryCarrier(db).retrieve(query, scope, k=4 * LLE_K))]
 
 
 @dataclass(frozen=True)
@@ -132,9 +141,8 @@ class SkillsOffer:
         from lle.carriers.skills import SkillLibrary
 
         library = SkillLibrary(self.cache.store(self.db_path))
-        if self.only is not None:
-            return [library.get(ref) for ref in self.only]
-        return library.offered(small_world)
+        skills = [library.get(ref) for ref in self.only] if self.only is not None else library.offered(small_world)
+        return [s for s in skills if gates.inherited(small_world, s.item.scope)]  # only what it may read
 
 
 @dataclass(frozen=True)

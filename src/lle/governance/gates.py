@@ -2,9 +2,15 @@
 
 | carrier | scope | admitted when |
 |---|---|---|
+| any | — | the small world's `writeback` lists the carrier (`writeback_gate`) |
 | memory | task/project | outcome known; hygiene passed; failures attributed; not a dev/test item |
-| rules | project | ≥ `rules_min_support` experiences with hard evidence in the project support it, none contradicts;
-|       |         | text that looks like an injected instruction needs independent anchors on every supporter |
+| rules | project | the lesson is `reproduced`: hard evidence backs it in ≥ `rules_min_support` small worlds of the
+|       |         | project, none contradicts; text that looks like an injected instruction needs independent anchors |
+| skills | family | the trace is `reproduced`: hard-verified successes in ≥ `skills_min_support` small worlds of
+|        |        | ≥ `skills_min_projects` projects |
+
+Reading follows the small world's `inherits` (`inherited`): an item is shown only when its scope lies
+inside one of the scopes the small world inherits.
 """
 
 from __future__ import annotations
@@ -12,16 +18,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lle.core import Evidence, Experience, GateResult, Outcome, Strength, VerificationLevel
+from lle.core import (
+    CarrierKind,
+    Evidence,
+    Experience,
+    GateResult,
+    Outcome,
+    Scope,
+    ScopeLevel,
+    SmallWorld,
+    Strength,
+    VerificationLevel,
+)
+from lle.evidence.evidence import lesson_level
 
 
 @dataclass(frozen=True)
 class GateConfig:
     memory_needs_outcome: bool = True
     memory_needs_attribution: bool = True
+    # k of `VerificationLevel.reproduced` for a rule: distinct small worlds of the project backing it.
     rules_min_support: int = 2
     rules_min_level: VerificationLevel = VerificationLevel.hard_anchor
     untrusted_min_level: VerificationLevel = VerificationLevel.independent_anchors
+    # k of `VerificationLevel.reproduced` for a skill (distinct small worlds), and the mining support.
     skills_min_support: int = 3
     skills_min_projects: int = 2
     skills_min_level: VerificationLevel = VerificationLevel.hard_anchor
@@ -37,6 +57,39 @@ class GateConfig:
 
 
 DEFAULT = GateConfig()
+
+_SCOPE_RANK = {ScopeLevel.episode: 0, ScopeLevel.task: 1, ScopeLevel.project: 2, ScopeLevel.family: 3,
+               ScopeLevel.global_: 4}
+
+
+def writeback_gate(exp: Experience, carrier: CarrierKind) -> GateResult | None:
+    """The small world's contract: its experience reaches only the carriers its `writeback` lists."""
+    allowed = exp.small_world.writeback
+    if carrier in allowed:
+        return None
+    return GateResult(name="writeback", passed=False, reasons=[
+        f"writeback forbids {carrier.value}: {exp.small_world.id} writes back to "
+        f"{', '.join(c.value for c in allowed) or 'nothing'}"])
+
+
+def writeback_reasons(exp: Experience, carrier: CarrierKind) -> list[str]:
+    """`writeback_gate`'s reasons, for the gates also reached outside the router (`lle export`, verifier-case scans)."""
+    forbidden = writeback_gate(exp, carrier)
+    return list(forbidden.reasons) if forbidden else []
+
+
+def covers(outer: Scope, inner: Scope) -> bool:
+    """Whether `inner` lies inside `outer`: global covers all, a family its projects, a project its tasks."""
+    rank = _SCOPE_RANK[outer.level]
+    if _SCOPE_RANK[inner.level] > rank:
+        return False
+    fields = (("family", 3), ("project", 2), ("task_id", 1))
+    return all(getattr(outer, name) == getattr(inner, name) for name, finest in fields if rank <= finest)
+
+
+def inherited(small_world: SmallWorld, scope: Scope) -> bool:
+    """Whether the small world may read an item scoped at `scope` (one of its `inherits` covers it)."""
+    return any(covers(outer, scope) for outer in small_world.inherits)
 
 
 def held_out(exp: Experience) -> GateResult | None:
@@ -67,47 +120,53 @@ def memory_gate(exp: Experience, *, contamination_hit: str | None, secrets_left:
 
 def rules_gate(text: str, supporters: Sequence[Experience], contradictions: Sequence[str], *, untrusted: bool,
                contamination_hit: str | None, config: GateConfig = DEFAULT) -> GateResult:
-    """`supporters`: distinct experiences (one project) whose evidence supports the rule."""
+    """`supporters`: distinct experiences (one project) whose evidence supports the rule; the rule's lesson
+    must be `reproduced` in `rules_min_support` small worlds at `rules_min_level` (or `untrusted_min_level`)."""
     projects = {(e.small_world.family, e.small_world.project) for e in supporters}
     needed = config.untrusted_min_level if untrusted else config.rules_min_level
     hard = [e for e in supporters if e.verification.rank >= needed.rank and e.outcome is not Outcome.unknown]
+    worlds = {e.small_world.id for e in hard}
     reasons = []
     if len(projects) > 1:
         reasons.append(f"supporters come from {len(projects)} projects; a rule is scoped to one")
-    if len(hard) < config.rules_min_support:
+    if lesson_level(hard, config.rules_min_support, min_level=needed) is not VerificationLevel.reproduced:
         why = " (it reads like an instruction from an untrusted source)" if untrusted else ""
-        reasons.append(f"{len(hard)} of {config.rules_min_support} supporting experiences at {needed}{why}")
+        reasons.append(f"not reproduced: {len(worlds)} of {config.rules_min_support} small worlds back it at "
+                       f"{needed}{why}")
     if contradictions:
         reasons.append(f"contradicted by {', '.join(contradictions)}")
     if contamination_hit:
         reasons.append(f"near-duplicate of held-out item {contamination_hit}")
     if reasons:
         return GateResult(name="rules", passed=False, reasons=reasons)
-    return GateResult(name="rules", passed=True, reasons=[f"{len(hard)} experiences at {needed} or better support it"])
+    return GateResult(name="rules", passed=True, reasons=[
+        f"reproduced: {len(hard)} experiences in {len(worlds)} small worlds at {needed} or better support it"])
 
 
 # --- skills (lle.carriers.skills) ------------------------------------------------------------------
 
 
 def skills_gate(supporters: Sequence[Experience], *, config: GateConfig = DEFAULT) -> GateResult:
-    """A skill candidate: hard-verified successes in >= `skills_min_support` distinct small worlds of
-    >= `skills_min_projects` projects (the same task solved twice is one small world, not two)."""
+    """A skill candidate: its trace is `reproduced` (hard-verified successes in >= `skills_min_support`
+    distinct small worlds; the same task solved twice is one small world, not two) across
+    >= `skills_min_projects` projects."""
     good = [e for e in supporters if e.outcome is Outcome.passed and e.small_world.split.value == "train"
             and e.verification.rank >= config.skills_min_level.rank]
     worlds = {e.small_world.id for e in good}
     projects = {(e.small_world.family, e.small_world.project) for e in good}
     reasons = []
-    if len(worlds) < config.skills_min_support:
-        reasons.append(f"successes at {config.skills_min_level} in {len(worlds)} of {config.skills_min_support} "
-                       "small worlds needed")
+    level = lesson_level(good, config.skills_min_support, min_level=config.skills_min_level)
+    if level is not VerificationLevel.reproduced:
+        reasons.append(f"not reproduced: successes at {config.skills_min_level} in {len(worlds)} of "
+                       f"{config.skills_min_support} small worlds needed")
     if len(projects) < config.skills_min_projects:
         reasons.append(f"{len(projects)} of {config.skills_min_projects} projects: a pattern of one project "
                        "is a project rule, not a skill")
     if reasons:
         return GateResult(name="skills", passed=False, reasons=reasons)
     return GateResult(name="skills", passed=True, reasons=[
-        f"{len(good)} successes at {config.skills_min_level} or better in {len(worlds)} small worlds of "
-        f"{len(projects)} projects"])
+        f"reproduced: {len(good)} successes at {config.skills_min_level} or better in {len(worlds)} small worlds "
+        f"of {len(projects)} projects"])
 
 
 def skills_replay_gate(pairs: int, used: int, with_skill: int, without: int, *,
@@ -148,7 +207,7 @@ def verifier_case_gate(exp: Experience, contradicting: Sequence[Evidence], *,
     fail. Passing this gate makes a candidate case; a person still approves it."""
     stronger = [e for e in contradicting if e.outcome is Outcome.failed and e.strength is Strength.hard
                 and e.anchor in config.verifier_case_anchors]
-    reasons = []
+    reasons = [] if held_out(exp) else writeback_reasons(exp, CarrierKind.verifier_cases)  # held out says it all
     if held_out(exp):
         reasons.append(f"{exp.small_world.id} is a {exp.small_world.split} task: evaluation only")
     if exp.outcome is not Outcome.passed or exp.verification.rank < config.verifier_case_min_level.rank:
@@ -168,7 +227,7 @@ def dataset_gate(exp: Experience, *, outcome: Outcome, level: VerificationLevel,
                  config: GateConfig = DEFAULT) -> GateResult:
     """Training data: hard-verified with a decided outcome (from all evidence, later verdicts too),
     scrubbed with no secret left, not a duplicate, no dev/test item nor a copy of one."""
-    reasons = []
+    reasons = [] if held_out(exp) else writeback_reasons(exp, CarrierKind.dataset)  # held out says it all
     if held_out(exp):
         reasons.append(f"{exp.small_world.id} is a {exp.small_world.split} task: evaluation only")
     if outcome is Outcome.unknown:

@@ -1,19 +1,23 @@
 """U: route each assessed experience to the most revocable carrier that fits, behind its gate.
 
-    experience ─ revoked source? ─ held-out? ─ hygiene ─┬─ memory gate ─ memory
-                                                        ├─ lessons ─ rules gate ─ project rules
-                                                        ├─ mining ─ skills gate ─ skill candidates
-                                                        └─ dataset gate ─ dataset (for export)
+    experience ─ revoked source? ─ held-out? ─ hygiene ─┬─ writeback? ─ memory gate ─ memory
+                                                        ├─ writeback? ─ lessons ─ rules gate ─ project rules
+                                                        ├─ writeback? ─ mining ─ skills gate ─ skill candidates
+                                                        └─ writeback? ─ dataset gate ─ dataset (for export)
 
-Every decision is an `Update` with its `GateResult` and reasons, admitted or rejected, so
-`lle updates list --rejected` explains what did not get in. Carriers receive the scrubbed copy
-(PII and secrets redacted, untrusted text quoted); the ledger keeps the experience as recorded.
-Skills are mined as candidates through this same router (`SkillLibrary.observe`: ≥ 3 hard-verified
-successes in ≥ 2 projects; activation needs `SkillLibrary.validate`); verifier cases are proposed when a
-later, stronger anchor contradicts a pass (`VerifierCases.observe`, run by `lle verifier-cases scan`).
+Only the carriers the small world's `writeback` lists are written; each one it leaves out gets a
+rejection whose gate (`writeback`) says so. Every decision is an `Update` with its `GateResult` and
+reasons, admitted or rejected, so `lle updates list --rejected` explains what did not get in. Carriers
+receive the scrubbed copy (PII and secrets redacted, untrusted text quoted); the ledger keeps the
+experience as recorded. Skills are mined as candidates through this same router (`SkillLibrary.observe`:
+the trace `reproduced` in ≥ 3 small worlds of ≥ 2 projects; activation needs a replay); verifier cases
+are proposed when a later, stronger anchor contradicts a pass (`VerifierCases.observe`, run by
+`lle verifier-cases scan`; its gate checks `writeback` too).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from lle.carriers.dataset import Dataset
 from lle.carriers.memory import MemoryCarrier, memory_item_from
@@ -55,9 +59,18 @@ class UpdateRouter:
         if held:
             return [self._reject(CarrierKind.memory, experience, held, task_scope)]
         clean = hygiene.scrub_experience(experience)
-        # The dataset gate scrubs and checks on its own (it is the strictest, and exports rebuild prompts).
-        return [*self._to_memory(clean), *self._to_rules(clean), *self.skills.observe(clean),
-                self.dataset.admit(experience)]
+        routes: dict[CarrierKind, Callable[[], list[Update]]] = {
+            CarrierKind.memory: lambda: self._to_memory(clean),
+            CarrierKind.rules: lambda: self._to_rules(clean),
+            CarrierKind.skills: lambda: self.skills.observe(clean),
+            # The dataset gate scrubs and checks on its own (it is the strictest, and exports rebuild prompts).
+            CarrierKind.dataset: lambda: [self.dataset.admit(experience)],
+        }
+        updates: list[Update] = []
+        for carrier, send in routes.items():
+            forbidden = gates.writeback_gate(experience, carrier)
+            updates += [self._reject(carrier, experience, forbidden, task_scope)] if forbidden else send()
+        return updates
 
     def _to_memory(self, exp: Experience) -> list[Update]:
         item = memory_item_from(exp)
