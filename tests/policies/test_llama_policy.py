@@ -149,3 +149,15 @@ def test_grammar_strings_admit_no_control_characters() -> None:
     assert STRICT_JSON_CHAR_RULE in grammar and JSON_CHAR_RULE not in grammar
     llama_cpp = pytest.importorskip("llama_cpp", reason="the llama extra is not installed (make test installs it)")
     llama_cpp.LlamaGrammar.from_string(grammar, verbose=False)  # compiles
+
+
+@pytest.mark.slow
+def test_entry_points_size_the_budgeted_builder_to_the_models_window(smollm: Any) -> None:
+    from lle.context.builder import PROMPT_OVERHEAD, for_policy
+
+    builder = for_policy(smollm)
+    assert builder.budget_tokens == smollm.n_ctx - smollm.max_tokens - 2 * PROMPT_OVERHEAD
+    assert builder.count_tokens("hello world") == smollm.count_tokens("hello world")
+    long_history = context("x " * 5000)  # an observation far over the window is cut, never overflows it
+    built = builder.build(WORLD, TOOLS, [], long_history.messages[-1].content)
+    assert builder.measure(built) <= builder.budget_tokens

@@ -95,3 +95,16 @@ def test_unknown_world_and_episode_ids_say_what_exists(tmp_path: Path) -> None:
     assert unknown.returncode == 2 and "no registered id 'toy/nowhere-v1'; known: toy/keys-v1" in unknown.stderr
     missing = lle(tmp_path / "ws", "episodes", "resume", "exp_nope")
     assert missing.returncode == 2 and "no episode with id 'exp_nope'" in missing.stderr
+
+
+def test_levers_are_parsed_and_bad_ones_are_one_line_errors() -> None:
+    from lle.cli.episodes import parse_levers
+    from lle.core import Levers
+    from lle.errors import InvalidInputError
+
+    assert parse_levers("off") == Levers()
+    assert parse_levers("all") == Levers(stuck="mask", submit_discipline=True, working_memory=True,
+                                         admissible_masks=True)
+    assert parse_levers("note, submit") == Levers(stuck="note", submit_discipline=True)
+    with pytest.raises(InvalidInputError, match="unknown lever fly"):
+        parse_levers("stuck,fly")

@@ -6,7 +6,8 @@ import typer
 from rich.table import Table
 
 from lle.cli.common import console, err_console, open_store, print_json
-from lle.core import Experience, Limits, Split
+from lle.context.builder import for_policy
+from lle.core import Experience, Levers, Limits, Split
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.policies import load_policy
@@ -14,6 +15,29 @@ from lle.runtime.harness import run_episode, stop_of
 from lle.runtime.resume import resume as resume_episode
 from lle.store.episodes import list_episodes
 from lle.worlds.base import open_family
+
+LEVERS: dict[str, dict[str, object]] = {
+    "stuck": {"stuck": "mask"}, "note": {"stuck": "note"}, "submit": {"submit_discipline": True},
+    "memory": {"working_memory": True}, "masks": {"admissible_masks": True},
+}
+
+
+def parse_levers(text: str) -> Levers:
+    """`off`, `all`, or a comma list of lever names (`stuck,submit`)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["off"]:
+        return Levers()
+    if names == ["all"]:
+        names = ["stuck", "submit", "memory", "masks"]
+    unknown = [n for n in names if n not in LEVERS]
+    if unknown or not names:
+        raise InvalidInputError(f"--levers {text!r}: unknown lever {', '.join(unknown) or '(none)'}; use off, all, "
+                                f"or a comma list of {', '.join(LEVERS)}")
+    fields: dict[str, object] = {}
+    for name in names:
+        fields |= LEVERS[name]
+    return Levers.model_validate(fields)
+
 
 app = typer.Typer(help="Episodes: a policy acting in a small world, step by step, recorded.", no_args_is_help=True)
 
@@ -36,9 +60,13 @@ def run(
     policy: str = typer.Option(..., "--policy", help="scripted:PATH (JSON or JSONL actions) or a model spec."),
     project: str | None = typer.Option(None, "--project", help="Project of the family (default: by seed)."),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Override the small world's step limit."),
+    levers: str = typer.Option("off", "--levers", help=f"Harness levers: off, all, or some of {', '.join(LEVERS)}."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored experience as JSON."),
 ) -> None:
-    """Run one episode, store it step by step, print its experience id."""
+    """Run one episode, store it step by step, print its experience id.
+
+    The context is the budgeted one, sized to the model's real window and counted in its tokenizer.
+    """
     try:
         chosen = Split(split)
     except ValueError:
@@ -48,8 +76,8 @@ def run(
     limits = Limits(max_steps=max_steps, max_seconds=small_world.limits.max_seconds) if max_steps else None
     actor = load_policy(policy)
     with open_store() as db:
-        exp = run_episode(small_world, actor, limits=limits, store=db, world_options=family.options(),
-                          assess=assess_experience)
+        exp = run_episode(small_world, actor, for_policy(actor), limits=limits, store=db,
+                          world_options=family.options(), assess=assess_experience, levers=parse_levers(levers))
     if as_json:
         print_json(exp.model_dump(mode="json"))
         return
@@ -64,7 +92,9 @@ def resume(
 ) -> None:
     """Continue a killed episode from its last committed step (a finished one is just shown)."""
     with open_store() as db:
-        exp = resume_episode(db, episode_id, policy=load_policy(policy) if policy else None, assess=assess_experience)
+        actor = load_policy(policy) if policy else None
+        exp = resume_episode(db, episode_id, policy=actor, assess=assess_experience,
+                             context_builder=for_policy(actor) if actor else None)
     if as_json:
         print_json(exp.model_dump(mode="json"))
         return

@@ -338,3 +338,17 @@ class BudgetedContextBuilder:
         parts.observation = shorten_middle(full, lo)
         if not self._fits(parts):  # only at lo == 0: the bare marker can cost more than it saves
             parts.observation = ""
+
+
+def for_policy(policy: object, **kwargs: Any) -> BudgetedContextBuilder:
+    """The budgeted builder sized to `policy`'s real context window, counting in its own tokenizer.
+
+    A policy that says its window (`n_ctx`) and its reply budget (`max_tokens`) gets a prompt budget of
+    the difference (less a small margin); one that does not gets `DEFAULT_BUDGET` and the estimate.
+    """
+    n_ctx, max_tokens = getattr(policy, "n_ctx", None), getattr(policy, "max_tokens", None)
+    budget = DEFAULT_BUDGET
+    if isinstance(n_ctx, int) and isinstance(max_tokens, int):
+        budget = max(n_ctx - max_tokens - 2 * PROMPT_OVERHEAD, 64)
+    count = getattr(policy, "count_tokens", None)
+    return BudgetedContextBuilder(budget_tokens=budget, count_tokens=count if callable(count) else None, **kwargs)
