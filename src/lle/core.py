@@ -454,6 +454,22 @@ def _default_strategies() -> list[Literal["none", "raw", "lle"]]:
     return ["lle"]
 
 
+class Levers(Record):
+    """Harness levers for small models (`lle.runtime.levers`); part of a family's context recipe."""
+
+    stuck: Literal["off", "note", "mask"] = "off"
+    """Repeats and loops: `note` says so in the next observation; `mask` also removes the repeated tools
+    from the next decode after a second detection."""
+    submit_discipline: bool = False
+    """The remaining budget in every observation; on the last step only the answer-bearing tools."""
+    working_memory: bool = False
+    """A compact state (actions tried and what they returned, facts, the last error) before the observation."""
+    admissible_masks: bool = False
+    """Where the world lists its admissible commands, they become an enum in that step's action schema."""
+    recipe: str | None = None
+    """The context-carrier item (recipe) these levers come from; listed in every step's context refs."""
+
+
 class RunConfig(Record):
     """A flywheel run; stored with the run so it can be resumed and reported exactly."""
 
@@ -477,6 +493,9 @@ class RunConfig(Record):
     """Step limit per episode (None: the suite's)."""
     seed: int = 0
     """Seed of the draws and of the model's sampling."""
+    levers: Levers = Field(default_factory=Levers)
+    """Harness levers every strategy's episodes start from; `lle` learns per-family recipes on top (the context
+    carrier), activated only through a replay on train small worlds."""
     scenario: Literal["poison"] | None = None
     """`poison`: inject instructions into train tool outputs and one-off preferences into train goals."""
     verification_budget: int | None = Field(default=None, ge=0)
@@ -494,20 +513,6 @@ class Message(Record):
     """Chat role."""
     content: str
     """Text."""
-
-
-class Levers(Record):
-    """Harness levers for small models (`lle.runtime.levers`); part of a family's context recipe."""
-
-    stuck: Literal["off", "note", "mask"] = "off"
-    """Repeats and loops: `note` says so in the next observation; `mask` also removes the repeated tools
-    from the next decode after a second detection."""
-    submit_discipline: bool = False
-    """The remaining budget in every observation; on the last step only the answer-bearing tools."""
-    working_memory: bool = False
-    """A compact state (actions tried and what they returned, facts, the last error) before the observation."""
-    admissible_masks: bool = False
-    """Where the world lists its admissible commands, they become an enum in that step's action schema."""
 
 
 class Context(Record):

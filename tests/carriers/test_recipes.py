@@ -66,15 +66,15 @@ def test_a_recipe_is_recorded_gated_and_revocable(store: Store) -> None:
     second = book.propose("math", Levers(stuck="note"), reasons=["by hand"], experience_ids=[])
     update = book.decide(second.id, pairs(store, [False, True, False, False], [True, True, False, False]))
     assert update.op is UpdateOp.activate and update.gate.name == "recipe_replay"
-    assert book.levers_for("math") == Levers(stuck="note") and book.levers_for("sql") == Levers()
+    assert book.levers_for("math") == Levers(stuck="note", recipe=second.id) and book.levers_for("sql") == Levers()
 
     third = book.propose("math", Levers(stuck="mask", working_memory=True), reasons=["by hand"], experience_ids=[])
     book.decide(third.id, pairs(store, [False] * 4, [False] * 4))  # no regression: activates, supersedes
     assert book.items()[second.id][1] == "superseded"
-    assert book.levers_for("math") == Levers(stuck="mask", working_memory=True)
+    assert book.levers_for("math") == Levers(stuck="mask", working_memory=True, recipe=third.id)
 
     revoke(store, third.id, reason="made things worse on dev", author="tester")
     assert book.items()[third.id][1] == "revoked"
-    assert book.levers_for("math") == Levers(stuck="note")  # the one it superseded is back in force
+    assert book.levers_for("math") == Levers(stuck="note", recipe=second.id)  # the one it superseded is back
     history = [u.op for u in store.list_updates(limit=100, carrier="context")]
     assert history.count(UpdateOp.activate) == 2 and UpdateOp.supersede in history

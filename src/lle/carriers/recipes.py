@@ -62,6 +62,7 @@ def failure_levers(exps: Sequence[Experience], current: Levers) -> tuple[Levers,
         reasons.append(f"{len(unsubmitted)} failed episodes ran out of steps without handing in an answer")
     if not update:
         return None
+    update["recipe"] = None  # a proposal is its own recipe, not the one in force
     return current.model_copy(update=update), reasons
 
 
@@ -89,8 +90,11 @@ class RecipeBook:
 
     kind = CarrierKind.context
 
-    def __init__(self, store: Store, config: gates.GateConfig = gates.DEFAULT, actor: str = "router") -> None:
+    def __init__(self, store: Store, config: gates.GateConfig = gates.DEFAULT, actor: str = "router",
+                 base: Levers | None = None) -> None:
         self.store, self.config, self.actor = store, config, actor
+        self.base = base or Levers()
+        """The levers in force where a family has no active recipe (the run's own setting)."""
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -119,9 +123,9 @@ class RecipeBook:
         return None
 
     def levers_for(self, family: str) -> Levers:
-        """The levers of the family's active recipe (no recipe: every lever off)."""
+        """The levers of the family's active recipe (no recipe: the base levers)."""
         item = self.active(family)
-        return Levers() if item is None else levers_of(item)
+        return self.base if item is None else levers_of(item).model_copy(update={"recipe": item.id})
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -144,6 +148,17 @@ class RecipeBook:
             return None
         levers, reasons = proposal
         return self.propose(family, levers, reasons=reasons, experience_ids=[e.id for e in exps], actor=actor)
+
+    def decided(self, item_id: str, experience_ids: Sequence[str]) -> bool:
+        """True when an update of the recipe already lists these experiences (a resumed run decides once)."""
+        wanted = set(experience_ids)
+        return any(u.item_id == item_id and wanted <= set(u.experience_ids)
+                   for u in self.store.list_updates(limit=10_000_000, carrier=CarrierKind.context.value))
+
+    def candidates(self, family: str | None = None) -> list[CarrierItem]:
+        """Recipes waiting for their replay, oldest first."""
+        return [item for item, state in self.items().values()
+                if state == "candidate" and (family is None or item.scope.family == family)]
 
     def decide(self, item_id: str, episodes: Sequence[tuple[Experience, Experience]], *,
                actor: str | None = None) -> Update:
@@ -206,5 +221,6 @@ class RecipeBook:
 
 
 def levers_of(item: CarrierItem) -> Levers:
+    """The levers a recipe item holds (its own id not filled in: see `RecipeBook.levers_for`)."""
     content = item.content if isinstance(item.content, dict) else {}
     return Levers.model_validate(content.get("levers") or {})

@@ -20,7 +20,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from lle.core import CarrierKind, Experience, RunConfig, SmallWorld, Split, Step, Update, utcnow
+from lle.carriers.recipes import RecipeBook, levers_of
+from lle.core import CarrierKind, Experience, Levers, RunConfig, SmallWorld, Split, Step, Update, utcnow
 from lle.errors import InvalidInputError
 from lle.evidence import VerificationBudget, assess_experience
 from lle.flywheel import poison, strategies, suite
@@ -33,6 +34,8 @@ from lle.workspace import resolve
 
 MAX_SKILL_REPLAYS = 2
 """Candidate skills replayed per round: each costs 2 x `skills_min_pairs` train episodes."""
+MAX_RECIPE_REPLAYS = 1
+"""Candidate context recipes replayed per round (the same cost each)."""
 
 OnEpisode = Callable[[str, Step], None]
 """Called after each committed step (phase label, step): the progress display counts episodes."""
@@ -103,11 +106,12 @@ class Flywheel:
                                         db_path=str(db_path), cache=self.cache)
 
     def phase(self, strategy: str, db_path: Path, label: str, small_worlds: list[SmallWorld],
-              skills: strategies.SkillsOffer | None = None) -> list[Experience]:
+              skills: strategies.SkillsOffer | None = None, levers: Levers | None = None) -> list[Experience]:
         """One batch of episodes into `db_path`, assessed as they finish; resumable by its label.
 
-        `lle` episodes are offered the library's active skills (frozen during the batch), unless
-        `skills` says otherwise (a skill's A/B replay)."""
+        `lle` episodes are offered the library's active skills and run under their family's active
+        context recipe (both frozen during the batch), unless `skills` or `levers` say otherwise (A/B
+        replays); other strategies run under the run's levers."""
         poisoned = self.config.scenario == "poison" and label.endswith("/train")
         options = {"wrapper": poison.WRAPPER_ID} if poisoned else {}
         worlds = [poison.with_preference(sw) for sw in small_worlds] if poisoned else small_worlds
@@ -127,6 +131,10 @@ class Flywheel:
         with Store(db_path) as db:
             if skills is None and strategy == "lle":
                 skills = strategies.SkillsOffer(str(db_path), cache=self.cache)
+            chosen: Levers | Callable[[SmallWorld], Levers] = levers or self.config.levers
+            if levers is None and strategy == "lle":
+                in_force = functools.cache(RecipeBook(db, base=self.config.levers).levers_for)  # one read per family
+                chosen = lambda sw: in_force(sw.family)  # noqa: E731
             return run_many(
                 worlds, self.policy_factory(db_path), store=db, workers=self.config.workers,
                 context_builder_factory=strategies.StrategyBuilderFactory(strategy, str(db_path), self.model_path,
@@ -135,6 +143,7 @@ class Flywheel:
                 world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
                 assess=functools.partial(assess_experience, extra=[CaseVerifier(db)],  # this store's cases
                                          budget=budget, purpose="dataset" if budget else "record"),
+                levers=chosen,
             )
 
     def route(self, strategy: str, db_path: Path, experiences: list[Experience], label: str) -> None:
@@ -186,6 +195,32 @@ class Flywheel:
                 if not library.decided(skill.item_id, [e.id for e in [*without, *with_skill]]):
                     library.decide(skill.item_id, list(zip(without, with_skill, strict=True)))
 
+    def validate_recipes(self, db_path: Path, round_: int, train: list[Experience]) -> None:
+        """Failure attribution over the round's train episodes proposes context recipes; each candidate is
+        A/B replayed on fresh train small worlds of its family (under the recipe in force, then under the
+        candidate) and the replay gate decides once. Arms are resumable batches named by the candidate."""
+        with Store(db_path) as db:
+            book = RecipeBook(db, base=self.config.levers, actor=f"flywheel:{self.config.id}")
+            for family in sorted({e.small_world.family for e in train}):
+                book.propose_from(family, train)
+            candidates = book.candidates()[:MAX_RECIPE_REPLAYS]
+            current = {c.id: book.levers_for(c.scope.family or "") for c in candidates}
+            pairs_needed = book.config.skills_min_pairs
+        for item in candidates:
+            family = item.scope.family or ""
+            worlds = suite.draw_for_skill(self.suite, family, pairs_needed, seed=self.config.seed, round_=round_,
+                                          max_steps=self.config.max_steps)
+            if not worlds:
+                continue
+            label = f"r{round_}/recipe/{family}-{item.id[-8:]}"
+            before = self.phase("lle", db_path, f"{label}/in-force", worlds, levers=current[item.id])
+            after = self.phase("lle", db_path, f"{label}/candidate", worlds,
+                               levers=levers_of(item).model_copy(update={"recipe": item.id}))
+            with Store(db_path) as db:
+                book = RecipeBook(db, base=self.config.levers, actor=f"flywheel:{self.config.id}")
+                if not book.decided(item.id, [e.id for e in [*before, *after]]):
+                    book.decide(item.id, list(zip(before, after, strict=True)))
+
     def run(self) -> None:
         self.phase("none", strategy_db(self.folder, "baseline"), "r0/eval", self.eval_worlds)
         for strategy in self.config.strategies:
@@ -196,9 +231,11 @@ class Flywheel:
                 train = suite.draw(self.suite, Split.train, self.config.train_per_round, seed=self.config.seed,
                                    round_=round_, max_steps=self.config.max_steps)
                 label = f"r{round_}/train"
-                self.route(strategy, db_path, self.phase(strategy, db_path, label, train), label)
+                experiences = self.phase(strategy, db_path, label, train)
+                self.route(strategy, db_path, experiences, label)
                 if strategy == "lle":
                     self.validate_skills(db_path, round_)
+                    self.validate_recipes(db_path, round_, experiences)
                 self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
         (self.folder / "finished_at").write_text(utcnow().isoformat())
 

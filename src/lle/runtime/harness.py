@@ -178,6 +178,8 @@ class Episode:
                          Stuck(str(stuck)))
             return
         context = self.builder.build(self.small_world, tools, self.history, observation)
+        if self.levers.recipe:  # the recipe shaped this context: its item is among the step's refs
+            context = context.model_copy(update={"refs": [*context.refs, self.levers.recipe]})
         try:
             request, llm = self.policy.act(context)
         except Exception as err:  # recorded on the step; KeyboardInterrupt still stops the run (resumable)

@@ -33,6 +33,8 @@ from lle.store.episodes import EpisodeRecord, batch_episodes, begin_episode, is_
 
 PolicyFactory = Callable[[SmallWorld], Policy]
 BuilderFactory = Callable[[], ContextBuilder]
+LeversFor = Levers | Callable[[SmallWorld], Levers]
+"""The harness levers of a small world's episode: one set for all, or chosen per small world (in this process)."""
 SkillsFactory = Callable[[SmallWorld], Sequence[SkillTool]]
 """The skills offered in a small world's episode, looked up in the worker (e.g. a library's active ones)."""
 MAX_ATTEMPTS = 2
@@ -306,7 +308,7 @@ class LocalBackend:
 
 def plan_jobs(small_worlds: Sequence[SmallWorld], store: Store | None, batch: str | None, *,
               limits: Limits | None, world_options: Mapping[str, JsonValue], record_timings: bool,
-              writer: Writer, levers: Levers | None = None) -> list[EpisodeJob]:
+              writer: Writer, levers: LeversFor | None = None) -> list[EpisodeJob]:
     """Jobs for what is left: with a batch, finished episodes are read back and started ones resumed."""
     known = batch_episodes(store, batch) if store is not None and batch is not None else {}
     seen: Counter[str] = Counter()
@@ -317,7 +319,8 @@ def plan_jobs(small_worlds: Sequence[SmallWorld], store: Store | None, batch: st
         record = known.get(key)
         base = EpisodeJob(index=index, episode_id=record.id if record else new_id("exp"), small_world=sw,
                           limits=limits, world_options=dict(world_options), batch=batch,
-                          batch_key=key if batch else None, record_timings=record_timings, levers=levers)
+                          batch_key=key if batch else None, record_timings=record_timings,
+                          levers=levers(sw) if callable(levers) else levers)
         if record is None:
             jobs.append(base)
         elif store is not None and is_finished(store, record.id):
@@ -346,14 +349,15 @@ def run_many(
     on_commit: OnCommit | None = None,
     record_timings: bool = True,
     assess: Assessor | None = None,
-    levers: Levers | None = None,
+    levers: LeversFor | None = None,
 ) -> list[Experience]:
     """Run one episode per small world, `workers` at a time; experiences come back in input order.
 
     `policy_factory(small_world)`, `context_builder_factory()` and `skills_factory(small_world)` (the
     skills offered) run in the workers, so they must be picklable (module-level functions or classes).
     `on_commit(episode_id, step)` runs in this process after each step is durable. `levers` are the
-    harness levers of every episode (a resumed one keeps those it started with). Episodes that could
+    harness levers of every episode, or a function of its small world (a resumed one keeps those it
+    started with). Episodes that could
     not run (world would not build, replay diverged, worker died twice) raise `EpisodeError` after all
     others finished; they stay resumable.
     """
