@@ -7,6 +7,7 @@ effect, compared later with the real one).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -54,3 +55,32 @@ def parse_action(schema: dict[str, Any], document: Any) -> ActionRequest:
         raise InvalidInputError(f"action does not match the tool schema at {where}: {best.message}") from err
     return ActionRequest(tool=document["tool"], args=document["args"], thought=document.get("thought", ""),
                          expect=document.get("expect", ""))
+
+
+# What the output format shows in place of `thought` and `expect`. Small models copy example values
+# into their actions, so these read as slots to fill, and a copy is flagged (`copies_placeholder`).
+THOUGHT_SLOT = "<your reason, a few words>"
+EXPECT_SLOT = "<the result you predict>"
+_COPIED = {"why this tool now", "what you predict it will return", "your reason a few words",
+           "the result you predict", "your reason", "the result"}
+
+
+def copies_placeholder(text: str) -> bool:
+    """True when `text` is the output format's slot (or an older example value), not the model's own words."""
+    words = " ".join(re.findall(r"[a-z]+", text.lower()))
+    return bool(words) and words in _COPIED
+
+
+def cap_free_text(schema: dict[str, Any], *, thought_chars: int | None, expect_chars: int | None) -> dict[str, Any]:
+    """`schema` with `maxLength` on every branch's `thought` and `expect` (their token budgets)."""
+    caps = {"thought": thought_chars, "expect": expect_chars}
+    if not any(caps.values()):
+        return schema
+    branches = []
+    for branch in schema.get("anyOf", []):
+        props = dict(branch["properties"])
+        for key, cap in caps.items():
+            if cap:
+                props[key] = {**props[key], "maxLength": cap}
+        branches.append({**branch, "properties": props})
+    return {"anyOf": branches}

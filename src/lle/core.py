@@ -466,6 +466,10 @@ class Levers(Record):
     """A compact state (actions tried and what they returned, facts, the last error) before the observation."""
     admissible_masks: bool = False
     """Where the world lists its admissible commands, they become an enum in that step's action schema."""
+    thought_chars: int | None = None
+    """Cap on the action's `thought` (decoded under `maxLength`): a step of a small model costs tens of tokens."""
+    expect_chars: int | None = None
+    """Cap on the action's `expect`, the model's predicted effect."""
     recipe: str | None = None
     """The context-carrier item (recipe) these levers come from; listed in every step's context refs."""
 

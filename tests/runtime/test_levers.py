@@ -147,3 +147,35 @@ def test_experiences_show_prints_each_steps_interventions(tmp_path) -> None:  # 
     out = out.stdout  # type: ignore[assignment]
     assert "runtime    stuck (repeat), told the model: you already ran calculate" in out
     assert "masked calculate for this step" in out and "working memory shown" in out
+
+
+def test_thought_and_expect_are_capped_in_the_decoding_schema() -> None:
+    from lle.actions import action_schema, cap_free_text
+    from lle.core import ToolSpec
+
+    schema = action_schema([ToolSpec(name="submit", description="Answer.")])
+    capped = cap_free_text(schema, thought_chars=40, expect_chars=24)
+    props = capped["anyOf"][0]["properties"]
+    assert props["thought"]["maxLength"] == 40 and props["expect"]["maxLength"] == 24
+    assert cap_free_text(schema, thought_chars=None, expect_chars=None) == schema
+    sw = math_world()
+    policy = Repeater()
+    run_episode(sw, policy, limits=sw.limits.model_copy(update={"max_steps": 1}),
+                levers=Levers(thought_chars=40, expect_chars=24))
+    branch = policy.seen[0].action_schema["anyOf"][0]  # type: ignore[index]
+    assert branch["properties"]["thought"]["maxLength"] == 40  # type: ignore[index]
+
+
+def test_a_copied_placeholder_is_flagged_and_predicts_nothing() -> None:
+    from lle.actions import EXPECT_SLOT, THOUGHT_SLOT, copies_placeholder
+    from lle.evidence.calibration import calibration
+
+    assert copies_placeholder(THOUGHT_SLOT) and copies_placeholder("What you predict it will return.")
+    assert copies_placeholder("Why this tool now") and not copies_placeholder("the sum of the two numbers")
+    copying = ScriptedPolicy([ActionRequest(tool="calculate", args={"expression": "2 + 3"},
+                                            thought="Why this tool now", expect=EXPECT_SLOT)])
+    sw = math_world()
+    exp = run_episode(sw, copying, limits=sw.limits.model_copy(update={"max_steps": 1}))
+    flags = [fb.content for fb in exp.steps[0].feedback if fb.kind == "placeholder_copy"]
+    assert flags == [{"fields": ["thought", "expect"]}]
+    assert calibration(exp.steps[0]) is None

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lle.actions import action_schema
+from lle.actions import EXPECT_SLOT, THOUGHT_SLOT, action_schema
 from lle.context.compress import TrajectoryLine, clip_end, compress_trajectory, format_line, shorten_middle
 from lle.core import CarrierItem, Context, Message, Scope, SmallWorld, Step, ToolSpec
 from lle.errors import InvalidInputError
@@ -214,8 +214,8 @@ class BudgetedContextBuilder:
             f"{self.role}\n\n## Tools\n{listing}\n\n## Output format\n"
             "Reply with exactly one JSON object and nothing else, with keys in this order: thought, tool, args, "
             "expect. Keep thought and expect to one short sentence each: "
-            '{"thought": "why this tool now", "tool": "<tool name>", "args": {<its arguments>}, '
-            '"expect": "what you predict it will return"}'
+            f'{{"thought": "{THOUGHT_SLOT}", "tool": "<tool name>", "args": {{<its arguments>}}, '
+            f'"expect": "{EXPECT_SLOT}"}}'
         )
 
     @staticmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from lle.actions import copies_placeholder
 from lle.core import Evidence, Outcome, SmallWorld, Step, Strength
 from lle.evidence.verifiers import evidence, verifier
 
@@ -26,7 +27,7 @@ def content_words(text: str) -> set[str]:
 def calibration(step: Step) -> float | None:
     """Share of `expect`'s content words found in the real effect; None when nothing was predicted."""
     predicted = content_words(step.request.expect)
-    if not predicted:
+    if not predicted or copies_placeholder(step.request.expect):  # a copied slot predicts nothing
         return None
     happened = " ".join([step.effect.observation, step.effect.error or "",
                          *(c.target for c in step.effect.changes)]).lower()

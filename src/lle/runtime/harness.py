@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from lle import __version__
-from lle.actions import NO_ACTION
+from lle.actions import NO_ACTION, cap_free_text, copies_placeholder
 from lle.context.plain import PlainContextBuilder
 from lle.core import (
     ActionRequest,
@@ -180,6 +180,10 @@ class Episode:
         context = self.builder.build(self.small_world, tools, self.history, observation)
         if self.levers.recipe:  # the recipe shaped this context: its item is among the step's refs
             context = context.model_copy(update={"refs": [*context.refs, self.levers.recipe]})
+        if self.levers.thought_chars or self.levers.expect_chars:
+            capped = cap_free_text(context.action_schema, thought_chars=self.levers.thought_chars,
+                                   expect_chars=self.levers.expect_chars)
+            context = context.model_copy(update={"action_schema": capped})
         try:
             request, llm = self.policy.act(context)
         except Exception as err:  # recorded on the step; KeyboardInterrupt still stops the run (resumable)
@@ -191,6 +195,11 @@ class Episode:
             self._expand(index, list(context.refs), request, llm)
             return
         grounded = self.grounder.ground(request, offered=[t.name for t in tools] if interventions else None)
+        copied = [name for name, text in (("thought", request.thought), ("expect", request.expect))
+                  if copies_placeholder(text)]
+        if copied:  # the model filled a slot with the slot's own text: not its plan or prediction
+            interventions = [*interventions, Feedback(source="runtime", kind="placeholder_copy",
+                                                      content={"fields": list[JsonValue](copied)})]
         step = Step(index=index, context_refs=list(context.refs), llm=llm, request=request,
                     executed=grounded.executed, effect=grounded.effect,
                     feedback=[*interventions, *grounded.feedback])
