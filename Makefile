@@ -32,7 +32,10 @@ $(LLAMA_WHEELS)/FLAGS:
 $(STAMP): pyproject.toml $(LLAMA_WHEELS)/FLAGS
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# --only-binary: llama-cpp-python comes from the portable wheel above and is never built from the sdist.
+	# llama-cpp-python comes from the portable wheel above, never from the sdist (--only-binary); forced, so a
+	# build with other flags already in this .venv (same version, so pip would keep it) is replaced.
+	$(BIN)/python -m pip install --quiet --force-reinstall --no-deps --no-index --find-links $(LLAMA_WHEELS) \
+	  'llama-cpp-python==$(LLAMA_VERSION)'
 	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -e '.[dev,llama]'
 	cp $(LLAMA_WHEELS)/FLAGS $(VENV)/llama-build-flags
 	rm -f $(VENV)/.installed-* && touch $@
