@@ -15,7 +15,8 @@ from lle.cli.common import console, print_json, settings
 from lle.core import RunConfig, Step, Update
 from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
-from lle.flywheel.evaluate import table
+from lle.flywheel import suite as suites
+from lle.flywheel.evaluate import paired_verdicts, table
 from lle.flywheel.strategies import STRATEGIES, check_strategy
 from lle.policies import doctor
 
@@ -33,6 +34,27 @@ def _print_table(rows: list[dict[str, object]]) -> None:
         out.add_row(str(row["world"]), str(row["strategy"]), str(row["round0"]), str(row["last"]),
                     f"{ci[0]:.2f}–{ci[1]:.2f}" if isinstance(ci, list) else "", str(row["steps_per_solved"] or "-"))
     console.print(out)
+    capped = {str(r["strategy"]): r["time_capped"] for r in rows if r["world"] == "all" and r.get("time_capped")}
+    if capped:
+        console.print("stopped by the time cap: " + ", ".join(f"{s} {n}" for s, n in capped.items())
+                      + " held-out episodes (a safety cap, not a failure: left out of the rates)", highlight=False)
+
+
+def _print_verdicts(rows: list[dict[str, object]]) -> None:
+    """The paired verdict (held-out tasks, task by task, exact McNemar): a small table, then its sentences."""
+    if not rows:
+        return
+    out = Table(title="Paired verdict (same held-out tasks)", box=box.SIMPLE, pad_edge=False)
+    for name in ("strategy", "vs", "tasks", "solved", "diff", "b/c", "p", "95% CI (points)"):
+        out.add_column(name, no_wrap=True)
+    for row in rows:
+        ci = row["ci95_points"]
+        out.add_row(str(row["strategy"]), str(row["baseline"]), str(row["n"]), str(row["solved"]),
+                    f"{row['difference_points']:+}", f"{row['b']}/{row['c']}", f"{row['p_value']:.3g}",
+                    f"{ci[0]:+.1f}..{ci[1]:+.1f}" if isinstance(ci, list) else "")
+    console.print(out)
+    for row in rows:
+        console.print(str(row["sentence"]), highlight=False)
 
 
 def routing_summary(updates: list[Update]) -> str:
@@ -43,14 +65,17 @@ def routing_summary(updates: list[Update]) -> str:
 
 
 def run(
-    suite: str = typer.Option("starter", "--suite", help="starter (code, SQL, math, a text game) or toy."),
+    suite: str = typer.Option("starter", "--suite", metavar="NAME|FILE.toml",
+                              help="starter (code, SQL, math, text games), toy, or a suite file (docs/90)."),
     model: str = typer.Option("smollm2-135m", "--model", help="Catalog name, PATH.gguf, openai:NAME, or oracle."),
     base_url: str | None = typer.Option(None, "--base-url", help="Server of an openai:NAME model (or LLE_BASE_URL)."),
     strategy: str = typer.Option("lle", "--strategy", help=f"One of {', '.join(STRATEGIES)}."),
     compare: bool = typer.Option(False, "--compare", help="Run none, raw and lle side by side."),
     rounds: int = typer.Option(2, "--rounds", min=1),
-    train: int = typer.Option(8, "--train", min=1, help="Train small worlds per round."),
-    eval_tasks: int = typer.Option(8, "--eval", min=1, help="Dev small worlds evaluated each round."),
+    train: int | None = typer.Option(None, "--train", min=1, help="Train small worlds per round (default: the "
+                                     "suite's)."),
+    eval_tasks: int | None = typer.Option(None, "--eval", min=1, help="Dev small worlds evaluated each round "
+                                          "(default: the suite's)."),
     workers: int = typer.Option(2, "--workers", min=1),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Default: the suite's."),
     seed: int = typer.Option(0, "--seed"),
@@ -68,10 +93,12 @@ def run(
         if scenario not in (None, "poison"):
             raise InvalidInputError(f"--scenario {scenario!r} is unknown; the one scenario is poison")
         chosen = ["none", "raw", "lle"] if compare else [check_strategy(strategy)]
+        chosen_suite = suites.load_suite(suite)  # a bad file is one line before any run folder exists
         if quick:
             rounds, train, eval_tasks, max_steps = 1, 4, 4, max_steps or 4
-        config = RunConfig(suite=suite, model=model, strategies=chosen, rounds=rounds,
-                           train_per_round=train, eval_tasks=eval_tasks, workers=workers, max_steps=max_steps,
+        config = RunConfig(suite=suites.suite_ref(suite), model=model, strategies=chosen, rounds=rounds,
+                           train_per_round=train or chosen_suite.train_per_round,
+                           eval_tasks=eval_tasks or chosen_suite.eval_tasks, workers=workers, max_steps=max_steps,
                            seed=seed, scenario=scenario)
     if config.model != "oracle" and not config.model.startswith("openai:"):
         # Decode once in a child process: a llama.cpp build that does not fit this CPU is then one line
@@ -102,11 +129,13 @@ def run(
     res = report.load_results(config.id, settings.workspace)
     page = report.write_report(res, settings.workspace)
     rows = table(res)
+    verdicts = [v.row() for v in paired_verdicts(loop.run_folder(config.id, settings.workspace), config)]
     if as_json:
-        print_json({"run": config.id, "report": str(page), "table": rows, "carriers": res.carriers,
-                    "poison": res.poison})
+        print_json({"run": config.id, "report": str(page), "table": rows, "verdict": verdicts,
+                    "carriers": res.carriers, "poison": res.poison})
         return
     _print_table(rows)
+    _print_verdicts(verdicts)
     console.print(f"report: {page}", highlight=False)
 
 
@@ -114,10 +143,12 @@ def report_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> No
     """Rebuild a run's report from its stores and print its table."""
     res = report.load_results(run_id, settings.workspace)
     page = report.write_report(res, settings.workspace)
+    verdicts = [v.row() for v in paired_verdicts(loop.run_folder(run_id, settings.workspace), res.config)]
     if as_json:
-        print_json({"run": run_id, "report": str(page), "table": table(res)})
+        print_json({"run": run_id, "report": str(page), "table": table(res), "verdict": verdicts})
         return
     _print_table(table(res))
+    _print_verdicts(verdicts)
     console.print(f"report: {page}", highlight=False)
 
 

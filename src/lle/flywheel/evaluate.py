@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lle.core import CarrierKind, Revocation, RunConfig, UpdateOp
 from lle.flywheel.loop import strategy_db
+from lle.flywheel.verdict import Verdict, paired_verdict
 from lle.governance.lineage import active_items
 from lle.store import Store
 from lle.store import flywheel as flywheel_store
@@ -38,6 +39,8 @@ class Cell:
     passed: int = 0
     steps_solved: int = 0
     tokens_solved: int = 0
+    time_capped: int = 0
+    """Episodes stopped by the wall-clock safety cap: not in `n` (no outcome of the agent), counted apart."""
 
     @property
     def rate(self) -> float:
@@ -68,6 +71,7 @@ class RunResults:
                 out.passed += cell.passed
                 out.steps_solved += cell.steps_solved
                 out.tokens_solved += cell.tokens_solved
+                out.time_capped += cell.time_capped
         return out
 
     def curve(self, strategy: str) -> list[tuple[int, Cell]]:
@@ -89,6 +93,9 @@ def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
         if phase == "skill":
             continue  # a skill's A/B replay: counted by its gate decision, not as a train episode
         cell = cells[(round_, phase, world)]
+        if outcome != "pass" and time_capped(db, exp_id):
+            cell.time_capped += 1  # the machine was slow, not the agent wrong: reported apart, never a failure
+            continue
         cell.n += 1
         if outcome == "pass":
             cell.passed += 1
@@ -166,5 +173,57 @@ def table(res: RunResults) -> list[dict[str, object]]:
                          "last": f"{end.passed}/{end.n}", "last_rate": round(end.rate, 3),
                          "ci95": [round(low, 3), round(high, 3)],
                          "steps_per_solved": round(end.steps_solved / end.passed, 2) if end.passed else None,
-                         "tokens_per_solved": round(end.tokens_solved / end.passed) if end.passed else None})
+                         "tokens_per_solved": round(end.tokens_solved / end.passed) if end.passed else None,
+                         "time_capped": end.time_capped})
     return rows
+
+
+# --- the time cap and the paired verdict --------------------------------------------------------------------
+
+
+def time_capped(db: Store, experience_id: str) -> bool:
+    """Whether the episode was stopped by the wall-clock safety cap (`TimeLimit`), not by its steps or the world."""
+    from lle.runtime.harness import TimeLimit, stop_of
+
+    steps = db.steps_of(experience_id)
+    return bool(steps) and isinstance(stop_of(steps[-1]), TimeLimit)
+
+
+def held_out_outcomes(db: Store, batch: str) -> dict[str, bool | None]:
+    """Small world id -> solved, for the finished episodes of one evaluation batch; None: stopped by the time cap."""
+    from lle.store.episodes import batch_episodes
+
+    world_of = {record.id: record.small_world.id for record in batch_episodes(db, batch).values()}
+    out: dict[str, bool | None] = {}
+    for found, exp_id, _world, outcome, _steps in flywheel_store.batch_results(db, batch):
+        if found != batch or exp_id not in world_of:
+            continue  # a batch whose name only starts with this one
+        solved = outcome == "pass"
+        out[world_of[exp_id]] = None if not solved and time_capped(db, exp_id) else solved
+    return out
+
+
+def paired_verdicts(folder: Path, config: RunConfig) -> list[Verdict]:
+    """Each learning strategy's last-round held-out outcomes paired task by task with `none` (round 0, the
+    same small worlds), and `lle`'s with every other strategy's (`raw`); tasks stopped by the time cap on
+    either side are left out."""
+    last = config.rounds
+    batches = {"none": ("baseline", f"{config.id}/none/r0/eval")}
+    batches |= {s: (s, f"{config.id}/{s}/r{last}/eval") for s in config.strategies if s != "none"}
+    outcomes: dict[str, dict[str, bool | None]] = {}
+    for strategy, (db_name, batch) in batches.items():
+        path = strategy_db(folder, db_name)
+        if path.exists():
+            with Store(path) as db:
+                outcomes[strategy] = held_out_outcomes(db, batch)
+    learning = [s for s in config.strategies if s != "none"]
+    comparisons = [(s, "none") for s in learning]
+    if "lle" in learning:  # governed routing against every other way of keeping experience (raw logs, …)
+        comparisons += [("lle", s) for s in learning if s != "lle"]
+    out = []
+    for strategy, baseline in comparisons:
+        mine, theirs = outcomes.get(strategy, {}), outcomes.get(baseline, {})
+        shared = sorted(set(mine) & set(theirs))
+        pairs = [(bool(mine[t]), bool(theirs[t])) for t in shared if mine[t] is not None and theirs[t] is not None]
+        out.append(paired_verdict(strategy, baseline, pairs, time_capped=len(shared) - len(pairs)))
+    return out

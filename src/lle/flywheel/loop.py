@@ -93,7 +93,7 @@ class Flywheel:
         self.config = config
         self.on_routed = on_routed
         self.folder = save_config(config, workspace)
-        self.suite = suite.get_suite(config.suite)
+        self.suite = suite.for_run(config, self.folder)  # the snapshot: a resumed run draws from the same suite
         self.on_step = on_step
         self.model_path = model_path(config)
         self.cache = strategies.WorkerCache()  # one per process: each worker gets its own, empty

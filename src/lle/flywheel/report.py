@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 
 from lle.core import RunConfig
-from lle.flywheel.evaluate import RunResults, table, wilson
+from lle.flywheel.evaluate import RunResults, paired_verdicts, table, wilson
+from lle.flywheel.suite import SNAPSHOT
 from lle.workspace import resolve
 
 
@@ -108,7 +109,13 @@ def write_report(res: RunResults, workspace: str | Path | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     plots = _plots(res, folder)
     rows = table(res)
+    from lle.flywheel.loop import run_folder
+
+    run = run_folder(res.config.id, workspace)
+    verdicts = [v.row() for v in paired_verdicts(run, res.config)]
+    suite = json.loads((run / SNAPSHOT).read_text()) if (run / SNAPSHOT).exists() else None
     (folder / "summary.json").write_text(json.dumps({"config": res.config.model_dump(mode="json"), "table": rows,
+                                                     "verdict": verdicts, "suite": suite,
                                                      "carriers": res.carriers, "gates": res.gates,
                                                      "revoked": res.revoked, "growth": res.growth,
                                                      "poison": res.poison}, indent=2))
@@ -128,6 +135,11 @@ def write_report(res: RunResults, workspace: str | Path | None = None) -> Path:
         poison = "<h2>Poison scenario: what reached each carrier</h2><pre>" + html.escape(
             json.dumps(res.poison, indent=2)) + "</pre>"
     config = html.escape(json.dumps(res.config.model_dump(mode="json"), indent=2))
+    capped = sum(int(str(r["time_capped"])) for r in rows if r["world"] == "all")
+    capped_note = (f"<p>Stopped by the time cap: {capped} held-out episodes (a safety cap on wall-clock time, not a "
+                   "failure of the agent; left out of the rates above and of the verdict).</p>") if capped else ""
+    verdict = _verdict_html(verdicts)
+    suite_html = ("<h2>Suite</h2><pre>" + html.escape(json.dumps(suite, indent=2)) + "</pre>") if suite else ""
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>lle run {html.escape(res.config.id)}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}table{{border-collapse:collapse}}
@@ -137,16 +149,34 @@ td,th{{border:1px solid #ccc;padding:2px 6px;font-size:90%}}figure{{display:inli
 <p>Held-out (dev) success: round 0 (before any experience) against the last round, per world and strategy.
 Success means the world's own anchor passed; unknown counts as not solved.</p>
 <table><tr>{head}</tr>{body}</table>
+{capped_note}
+{verdict}
 {figures}
 <h2>Carriers and gates</h2><pre>{html.escape(json.dumps({"active": res.carriers, "revocations": res.revoked,
                                                          "decisions": res.gates}, indent=2))}</pre>
 {revoked}
 {poison}
+{suite_html}
 <h2>Config</h2><pre>{config}</pre>
 </body></html>
 """
     (folder / "index.html").write_text(page)
     return folder / "index.html"
+
+
+def _verdict_html(rows: list[dict[str, object]]) -> str:
+    """The paired verdict: a small table and its sentences (lle.flywheel.verdict says how it is computed)."""
+    if not rows:
+        return ""
+    names = ("strategy", "baseline", "n", "solved", "difference_points", "b", "c", "p_value", "ci95_points",
+             "time_capped")
+    head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(row[n]))}</td>" for n in names) + "</tr>" for row in rows)
+    sentences = "".join(f"<li>{html.escape(str(row['sentence']))}</li>" for row in rows)
+    return ("<h2>Paired verdict</h2><p>Last round against <code>none</code> and <code>raw</code> on the same held-out "
+            "tasks, task by task: b = solved only by the strategy, c = only by the baseline; exact McNemar p-value; "
+            "Newcombe's paired 95 % interval of the difference, in points.</p>"
+            f"<table><tr>{head}</tr>{body}</table><ul>{sentences}</ul>")
 
 
 def load_results(run_id: str, workspace: str | Path | None = None) -> RunResults:
