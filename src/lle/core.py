@@ -185,6 +185,9 @@ class SmallWorld(Record):
     `[]` writes back nothing."""
     limits: Limits = Field(default_factory=Limits)
     """Step and time limits."""
+    level: int | None = Field(default=None, ge=0, exclude_if=lambda v: v is None)
+    """Difficulty level it was cut at (an index into its family's `levels`); None (left out of dumps, so
+    unlevelled records and their hashes stay as they were): the family's unlevelled task."""
 
 
 def _empty_object_schema() -> dict[str, JsonValue]:

@@ -61,7 +61,10 @@ def open_world_family(world_id: str) -> TaskFamily:
 
 def summary(family: type[TaskFamily] | TaskFamily) -> dict[str, Any]:
     """One row of `list` (plain JSON values), from the family's static metadata only."""
-    return family.info().as_json()
+    row = family.info().as_json()
+    levels = row["levels"]
+    row["level_count"] = len(levels) if isinstance(levels, list) else 0
+    return row
 
 
 @app.command("list")
@@ -73,12 +76,12 @@ def list_(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
         return
     from rich.table import Table
 
-    table = Table("id", "description", "projects", "tools", "anchor", "train", "dev", "test",
+    table = Table("id", "description", "projects", "tools", "anchor", "levels", "train", "dev", "test",
                   caption="-: unbounded (generated per seed) or counted only when the data is loaded")
     for row in rows:
         counts = ["-" if row["splits"][s.value] is None else str(row["splits"][s.value]) for s in Split]
         table.add_row(row["id"], row["description"], ", ".join(row["projects"]), ", ".join(row["tools"]),
-                      row["anchor"], *counts)
+                      row["anchor"], str(row["level_count"] or "-"), *counts)
     console.print(table)
 
 
@@ -118,6 +121,8 @@ def show(world_id: str = typer.Argument(..., help="A world id from `lle worlds l
            f"projects: {', '.join(info['projects'])}", f"anchor: {info['anchor']}",
            "tasks: " + ", ".join(f"{k} {'unbounded or not counted' if v is None else v}"
                                  for k, v in info["splits"].items()),
+           f"levels: {'none' if not info['levels'] else str(len(info['levels'])) + ', easiest first'}",
+           *(f"  {i}: {meaning}" for i, meaning in enumerate(info["levels"])),
            f"verifiers: {', '.join(info['verifiers']) or 'none'}",
            f"permissions: {json.dumps(info['permissions'], sort_keys=True)}",
            f"limits: {json.dumps(info['limits'], sort_keys=True)}", "tools:"]

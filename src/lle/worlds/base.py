@@ -37,6 +37,7 @@ __all__ = [
     "World",
     "check_family",
     "check_world",
+    "cut",
     "open_family",
     "open_world",
     "split_of",
@@ -129,6 +130,8 @@ class TaskFamily(ABC):
     tools: ClassVar[tuple[str, ...]] = ()
     anchor: ClassVar[str] = "state"
     levels: ClassVar[tuple[str, ...]] = ()
+    """Difficulty levels, easiest first, each in words (what makes it harder than the one before);
+    `small_world(..., level=i)` cuts tasks at level i, `level=None` the family's unlevelled tasks."""
 
     @classmethod
     def split_sizes(cls) -> dict[Split, int | None]:
@@ -146,8 +149,13 @@ class TaskFamily(ABC):
                           splits={s: sizes.get(s) for s in Split})
 
     @abstractmethod
-    def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
-        """The small world for (split, seed): equal inputs give equal small worlds; splits never share one."""
+    def small_world(self, split: Split, seed: int, *, project: str | None = None,
+                    level: int | None = None) -> SmallWorld:
+        """The small world for (split, seed[, level]): equal inputs give equal small worlds; splits never share one.
+
+        `level=None` is the family's unlevelled task (ids and goals as they always were); a family without
+        `levels` refuses any other value (`check_level`).
+        """
 
     @abstractmethod
     def make_world(self, small_world: SmallWorld) -> ToolWorld:
@@ -157,8 +165,19 @@ class TaskFamily(ABC):
         """Constructor keywords that rebuild this family."""
         return {}
 
-    def small_worlds(self, split: Split, n: int, *, start: int = 0, project: str | None = None) -> list[SmallWorld]:
-        return [self.small_world(split, seed, project=project) for seed in range(start, start + n)]
+    def small_worlds(self, split: Split, n: int, *, start: int = 0, project: str | None = None,
+                     level: int | None = None) -> list[SmallWorld]:
+        return [cut(self, split, seed, project=project, level=level) for seed in range(start, start + n)]
+
+    @classmethod
+    def check_level(cls, level: int | None) -> int | None:
+        """`level` if this family declares it (None stays None); otherwise a `WorldError` saying which exist."""
+        if level is None or (isinstance(level, int) and 0 <= level < len(cls.levels)):
+            return level
+        if not cls.levels:
+            raise WorldError(f"{cls.id} has no difficulty levels; leave level unset (None)")
+        raise WorldError(f"{cls.id} has no level {level!r}; use 0..{len(cls.levels) - 1} "
+                         f"(see `lle worlds show {cls.id}`)")
 
     def check_small_world(self, small_world: SmallWorld) -> None:
         if small_world.world != self.id:
@@ -166,6 +185,15 @@ class TaskFamily(ABC):
                 f"small world {small_world.id} belongs to {small_world.world}, not {self.id}; "
                 f"open it with `open_world` (it picks the family from the small world)"
             )
+
+
+def cut(family: TaskFamily, split: Split, seed: int, *, project: str | None = None,
+        level: int | None = None) -> SmallWorld:
+    """`family.small_world(...)`, passing `level` only when one is asked for (families written before levels
+    existed, e.g. plugins, take no `level` keyword)."""
+    if level is None:
+        return family.small_world(split, seed, project=project)
+    return family.small_world(split, seed, project=project, level=level)
 
 
 # --- splits: one stable hash for every world ---------------------------------------------------------------
@@ -429,7 +457,7 @@ def check_world(
 
 
 def check_family(family: TaskFamily, *, seeds: Sequence[int] = (0, 1, 2, 3),
-                 probe: Sequence[ActionRequest] | None = None) -> CheckReport:
+                 probe: Sequence[ActionRequest] | None = None, level: int | None = None) -> CheckReport:
     """Check a family's promises, then `check_world` on one small world per project; raise `WorldError`.
 
     - `family-metadata`: the static metadata (`info()`) holds: a well-formed id, a description, and
@@ -445,12 +473,18 @@ def check_family(family: TaskFamily, *, seeds: Sequence[int] = (0, 1, 2, 3),
       first seed's small world of each project.
 
     `seeds` are task seeds to sample in each split (at least two for the variety check); `probe` is
-    the action sequence `check_world` plays, for worlds whose tools need meaningful arguments.
+    the action sequence `check_world` plays, for worlds whose tools need meaningful arguments; `level`
+    checks the small worlds of one difficulty level (each must record it in `SmallWorld.level`).
     """
     from lle.registry import ID_PATTERN
 
     info = family.info()
-    sample = family.small_world(Split.train, seeds[0])
+    family.check_level(level)
+    sample = cut(family, Split.train, seeds[0], level=level)
+    if sample.level != level or not all(isinstance(d, str) and d.strip() for d in info.levels):
+        raise _fail("family-metadata", f"{info.id!r}: level {level!r} was asked, the small world records "
+                    f"{sample.level!r} (levels {list(info.levels)})",
+                    "set SmallWorld.level to the level cut, and describe every level in words")
     if not ID_PATTERN.match(info.id) or not info.description or set(info.tools) != set(sample.tools):
         raise _fail("family-metadata", f"{info.id!r}: static metadata (id, description, tools {list(info.tools)}) "
                     f"disagrees with the small world (tools {sample.tools})",
@@ -458,8 +492,8 @@ def check_family(family: TaskFamily, *, seeds: Sequence[int] = (0, 1, 2, 3),
     report = CheckReport(passed=["family-metadata"])
     by_split: dict[Split, list[SmallWorld]] = {}
     for split in Split:
-        worlds = [family.small_world(split, s) for s in seeds]
-        if worlds != [family.small_world(split, s) for s in seeds]:
+        worlds = [cut(family, split, s, level=level) for s in seeds]
+        if worlds != [cut(family, split, s, level=level) for s in seeds]:
             raise _fail("family-determinism", f"{family.id}: small_world({split}, seed) changed between calls",
                         "derive small worlds from (split, seed) only")
         by_split[split] = worlds
@@ -477,7 +511,7 @@ def check_family(family: TaskFamily, *, seeds: Sequence[int] = (0, 1, 2, 3),
                     "make the layout depend on the seed")
     report.passed += ["family-determinism", "family-splits", "family-variety"]
     for project in family.projects or (None,):
-        sw = family.small_world(Split.train, seeds[0], project=project)
+        sw = cut(family, Split.train, seeds[0], project=project, level=level)
         sub = check_world(partial(family.make_world, sw), seeds=(sw.seed,), probe=probe)
         report.steps_probed += sub.steps_probed
     report.passed += [f"world:{p}" for p in family.projects]

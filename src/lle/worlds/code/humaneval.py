@@ -127,8 +127,10 @@ class HumanEvalFamily(TaskFamily):
     def __init__(self, *, sandbox: Sandbox | None = None) -> None:
         self.sandbox = sandbox
 
-    def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
+    def small_world(self, split: Split, seed: int, *, project: str | None = None,
+                    level: int | None = None) -> SmallWorld:
         split = Split(split)
+        self.check_level(level)  # no levels here: only None passes
         if project not in (None, PROJECT):
             raise WorldError(f"{WORLD_ID} has one project, {PROJECT!r}, not {project!r}")
         task_id, _family, _site = task_of(split, seed)

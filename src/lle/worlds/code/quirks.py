@@ -275,8 +275,10 @@ class QuirksFamily(TaskFamily):
     def __init__(self, *, sandbox: Sandbox | None = None) -> None:
         self.sandbox = sandbox
 
-    def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
+    def small_world(self, split: Split, seed: int, *, project: str | None = None,
+                    level: int | None = None) -> SmallWorld:
         split = Split(split)
+        self.check_level(level)  # no levels here: only None passes
         if seed < 0:
             raise WorldError(f"{WORLD_ID}: seed {seed} is negative; use 0, 1, 2, …")
         project = project or PROJECT_NAMES[seed % len(PROJECT_NAMES)]

@@ -24,6 +24,7 @@ from pydantic import JsonValue
 from lle.core import ActionRequest, Limits, SmallWorld, Split, ToolSpec, WorldStep
 from lle.errors import WorldError
 from lle.worlds.base import BaseWorld, TaskFamily, split_of, stable_order
+from lle.worlds.levels import levelled_id
 from lle.worlds.toolkit import SUBMIT, GameVerdict
 
 HIDDEN_TYPES = ("PLAYER_ACTION", "PROMPT", "GAME_BOARD")
@@ -52,9 +53,19 @@ class ArenaGame(ABC):
     max_turns: int
     max_steps: int
     anchor: str
+    levels: tuple[str, ...] = ()
+    """Difficulty levels, easiest first, in words; `level_items(i)` are the tasks of level i."""
 
     @abstractmethod
     def items(self) -> list[Item]: ...
+
+    def level_items(self, level: int) -> list[Item]:
+        """The tasks of difficulty `level` (an item keeps its key, hence its split, in every level it is in)."""
+        raise WorldError(f"{self.world_id} has no difficulty levels; leave level unset")
+
+    def split_key(self, item: Item) -> str:
+        """What `split_of` hashes for `item`: the world id and the item's key."""
+        return f"{self.world_id}:{item.key}"
 
     @abstractmethod
     def make_env(self, item: Item) -> Any: ...
@@ -110,8 +121,23 @@ class GuessNumber(ArenaGame):
                     "required": ["number"], "additionalProperties": False},
     )
 
+    levels = (
+        "a window of 10 numbers (e.g. 31-40): at most 4 guesses with halving",
+        "a window of 30 numbers (1-30, 31-60 or 61-90): at most 5 guesses",
+        "the range 1-100: at most 7 guesses",
+    )
+    level_windows = (tuple((lo, lo + 9) for lo in range(1, 100, 10)), ((1, 30), (31, 60), (61, 90)), ((1, 100),))
+    """Per level, the (low, high) ranges its hidden numbers are drawn in."""
+
     def items(self) -> list[Item]:
-        return [Item(f"{lo}-{hi}:{n}", f"{lo}-{hi}", (lo, hi, n)) for lo, hi in self.ranges for n in range(lo, hi + 1)]
+        return self._items(self.ranges)
+
+    def level_items(self, level: int) -> list[Item]:
+        return self._items(self.level_windows[level])
+
+    @staticmethod
+    def _items(ranges: Sequence[tuple[int, int]]) -> list[Item]:
+        return [Item(f"{lo}-{hi}:{n}", f"{lo}-{hi}", (lo, hi, n)) for lo, hi in ranges for n in range(lo, hi + 1)]
 
     def make_env(self, item: Item) -> Any:
         from lle.worlds.games.arena_envs import FixedGuessTheNumber
@@ -198,14 +224,32 @@ class Hanoi(ArenaGame):
                     "required": ["source", "target"], "additionalProperties": False},
     )
 
+    levels = (
+        "2 disks from any start (at most 3 moves)",
+        "3 disks from any start (at most 7 moves)",
+        "4 disks from any start (at most 15 moves)",
+    )
+
     def items(self) -> list[Item]:
+        return self._items((3, 4))
+
+    def level_items(self, level: int) -> list[Item]:
+        return self._items((level + 2,))
+
+    @staticmethod
+    def _items(disks: Sequence[int]) -> list[Item]:
         found = []
-        for n in (3, 4):
+        for n in disks:
             for place in product(range(3), repeat=n):  # place[d] = peg of disk d+1
                 if all(p == 2 for p in place):
                     continue  # already solved
                 found.append(Item(f"{n}:{''.join(PEGS[p] for p in place)}", f"{n} disks", tuple(place)))
         return found
+
+    def split_key(self, item: Item) -> str:
+        # Two disks give only 8 starts, found in no unlevelled list; hashed with the world id alone none of
+        # them would land in dev, so they get a salt of their own (one that puts a start in dev and in test).
+        return f"{self.world_id}:2 disks:{item.key}" if len(item.data) == 2 else super().split_key(item)
 
     @staticmethod
     def towers(item: Item) -> dict[str, list[int]]:
@@ -274,13 +318,27 @@ class Mastermind(ArenaGame):
         name="guess", description="Guess the secret code, one digit per entry (sent to the game as `[1 2 3 4]`).",
         permissions=["write"],
         parameters={"type": "object", "properties": {"code": {
-            "type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 6}, "minItems": 3, "maxItems": 4}},
+            "type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 6}, "minItems": 2, "maxItems": 4}},
             "required": ["code"], "additionalProperties": False},
     )
 
+    levels = (
+        "a code of 2 different digits from 1 to 6 (30 codes)",
+        "a code of 3 different digits from 1 to 5 (60 codes)",
+        "a code of 4 different digits from 1 to 6 (360 codes)",
+    )
+    level_variants = ((2, 6), (3, 5), (4, 6))
+
     def items(self) -> list[Item]:
+        return self._items(self.variants)
+
+    def level_items(self, level: int) -> list[Item]:
+        return self._items(self.level_variants[level:level + 1])
+
+    @staticmethod
+    def _items(variants: Sequence[tuple[int, int]]) -> list[Item]:
         return [Item(f"{length}of{n}:{''.join(map(str, code))}", f"{length} digits 1-{n}", (n, *code))
-                for length, n in self.variants for code in permutations(range(1, n + 1), length)]
+                for length, n in variants for code in permutations(range(1, n + 1), length)]
 
     def make_env(self, item: Item) -> Any:
         from lle.worlds.games.arena_envs import FixedMastermind
@@ -335,21 +393,24 @@ GAMES: dict[str, ArenaGame] = {g.world_id: g for g in (GuessNumber(), Hanoi(), M
 
 
 @cache
-def all_items(world_id: str) -> tuple[Item, ...]:
-    """Every item of a game; a world seed is an index here. The order is a stable hash shuffle, so a seed
-    says nothing about its item by itself (listed in order, seed 4 would be the number 5)."""
-    items = {it.key: it for it in GAMES[world_id].items()}
-    return tuple(items[k] for k in stable_order(list(items), f"{world_id}:seeds"))
+def all_items(world_id: str, level: int | None = None) -> tuple[Item, ...]:
+    """Every item of a game (or of one of its levels); a world seed is an index here. The order is a stable
+    hash shuffle, so a seed says nothing about its item by itself (listed in order, seed 4 would be the number 5)."""
+    game = GAMES[world_id]
+    items = {it.key: it for it in (game.items() if level is None else game.level_items(level))}
+    salt = f"{world_id}:seeds" if level is None else f"{world_id}:L{level}:seeds"
+    return tuple(items[k] for k in stable_order(list(items), salt))
 
 
 @cache
-def split_items(world_id: str, split: Split) -> tuple[int, ...]:
-    """Indexes into `all_items` of one split: hashed by item key, variants interleaved, order stable."""
-    items = all_items(world_id)
+def split_items(world_id: str, split: Split, level: int | None = None) -> tuple[int, ...]:
+    """Indexes into `all_items` of one split: hashed by item key (an item is in the same split at every level),
+    variants interleaved, order stable."""
+    items = all_items(world_id, level)
     index = {it.key: i for i, it in enumerate(items)}
     groups: dict[str, list[str]] = {}
     for it in items:
-        if split_of(f"{world_id}:{it.key}") == split:
+        if split_of(GAMES[world_id].split_key(it)) == split:
             groups.setdefault(it.group, []).append(it.key)
     queues = [stable_order(keys, world_id) for _, keys in sorted(groups.items())]
     order: list[int] = []
@@ -368,16 +429,17 @@ class ArenaWorld(BaseWorld):
 
     version = "1"
 
-    def __init__(self, game: ArenaGame, *, seed: int) -> None:
+    def __init__(self, game: ArenaGame, *, seed: int, level: int | None = None) -> None:
         self.game = game
         self.default_seed = seed
+        self.level = level
         self.tools = [game.tool, SUBMIT]
         self.env: Any = None
         self.done = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         index = self.default_seed if seed is None else int(seed)
-        items = all_items(self.game.world_id)
+        items = all_items(self.game.world_id, self.level)
         if not 0 <= index < len(items):
             raise WorldError(f"{self.game.world_id} has items 0-{len(items) - 1}; seed {index} is none of them")
         self.env = self.game.make_env(items[index])
@@ -448,24 +510,27 @@ class ArenaFamily(TaskFamily):
     version = "1"
     anchor = "state"
 
-    def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
+    def small_world(self, split: Split, seed: int, *, project: str | None = None,
+                    level: int | None = None) -> SmallWorld:
         split = Split(split)
+        level = self.check_level(level)
         if project not in (None, self.game.project):
             raise WorldError(f"{self.id} has no project {project!r}; use {self.game.project}")
-        order = split_items(self.id, split)
+        order = split_items(self.id, split, level)
+        at = "" if level is None else f" at level {level}"
         if not 0 <= seed < len(order):
-            raise WorldError(f"{self.id} has {len(order)} {split.value} tasks; use a seed in 0-{len(order) - 1}")
+            raise WorldError(f"{self.id} has {len(order)} {split.value} tasks{at}; use a seed in 0-{len(order) - 1}")
         index = order[seed]
         return SmallWorld(
-            id=f"{self.id}:{split.value}:{seed}", world=self.id, family=self.family, project=self.game.project,
-            split=split, seed=index, goal=self.game.goal(all_items(self.id)[index]),
+            id=levelled_id(self.id, split, seed, level), world=self.id, family=self.family, level=level,
+            project=self.game.project, split=split, seed=index, goal=self.game.goal(all_items(self.id, level)[index]),
             tools=list(self.tools),
             limits=Limits(max_steps=self.game.max_steps, max_seconds=60.0),
         )
 
     def make_world(self, small_world: SmallWorld) -> ArenaWorld:
         self.check_small_world(small_world)
-        return ArenaWorld(self.game, seed=small_world.seed)
+        return ArenaWorld(self.game, seed=small_world.seed, level=self.check_level(small_world.level))
 
     @classmethod
     def split_sizes(cls) -> dict[Split, int | None]:
@@ -478,6 +543,7 @@ class GuessNumberFamily(ArenaFamily):
     id = GuessNumber.world_id
     game = GAMES[GuessNumber.world_id]
     projects = (GuessNumber.project,)
+    levels = GuessNumber.levels
     tools = (GAMES[GuessNumber.world_id].tool.name, "submit")
 
 
@@ -487,6 +553,7 @@ class HanoiFamily(ArenaFamily):
     id = Hanoi.world_id
     game = GAMES[Hanoi.world_id]
     projects = (Hanoi.project,)
+    levels = Hanoi.levels
     tools = (GAMES[Hanoi.world_id].tool.name, "submit")
 
 
@@ -496,4 +563,5 @@ class MastermindFamily(ArenaFamily):
     id = Mastermind.world_id
     game = GAMES[Mastermind.world_id]
     projects = (Mastermind.project,)
+    levels = Mastermind.levels
     tools = (GAMES[Mastermind.world_id].tool.name, "submit")

@@ -197,8 +197,10 @@ class TwxFamily(TaskFamily):
     tools = ("act", "submit")
     anchor = "state"
 
-    def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
+    def small_world(self, split: Split, seed: int, *, project: str | None = None,
+                    level: int | None = None) -> SmallWorld:
         split = Split(split)
+        self.check_level(level)  # no levels here: only None passes
         if project not in (None, self.game.project):
             raise WorldError(f"{self.id} has no project {project!r}; use {self.game.project}")
         if not 0 <= seed < SEEDS_PER_FOLD:

@@ -21,7 +21,8 @@ from pydantic import JsonValue
 from lle.core import Outcome, SmallWorld
 from lle.errors import WorldError
 from lle.worlds.base import AnchorResult
-from lle.worlds.math.items import dataset, entry
+from lle.worlds.math.items import dataset
+from lle.worlds.math.levels import level_entry
 
 ANCHOR = "symbolic"
 """The kind of independent check (lle.core.Evidence.anchor)."""
@@ -82,7 +83,9 @@ def check_answer(answer: str, item: dict[str, Any], dataset_name: str) -> Anchor
 
 
 def verify(small_world: SmallWorld, answer: str) -> AnchorResult:
-    """Judge `answer` for `small_world` from scratch (the project is the dataset, the seed its index)."""
+    """Judge `answer` for `small_world` from scratch (the project is the dataset, the seed its index, or the
+    world seed of its level's generator)."""
     if small_world.family != "math":
         raise WorldError(f"{small_world.id} is not a math small world; pass one cut by a math/* family")
-    return check_answer(answer, entry(small_world.project, small_world.seed), small_world.project)
+    return check_answer(answer, level_entry(small_world.project, small_world.level, small_world.seed),
+                        small_world.project)

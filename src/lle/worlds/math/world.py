@@ -16,9 +16,10 @@ from pydantic import JsonValue
 from lle.core import ActionRequest, CarrierKind, Limits, Scope, ScopeLevel, SmallWorld, Split, ToolSpec, WorldStep
 from lle.errors import WorldError
 from lle.worlds.base import AnchorResult, BaseWorld, TaskFamily
+from lle.worlds.levels import levelled_id
 from lle.worlds.math.anchor import ANCHOR, check_answer
 from lle.worlds.math.calculator import CalculatorError, evaluate, format_number
-from lle.worlds.math.items import entry, split_index
+from lle.worlds.math.levels import ARITH_LEVELS, EQUATION_LEVELS, level_entry, level_index
 
 DATASETS = {"math/arith-v1": "basic_arithmetic", "math/equations-v1": "simple_equations",
             "math/gsm-v1": "gsm_symbolic"}
@@ -38,28 +39,29 @@ TOOLS = [
 
 
 class MathWorld(BaseWorld):
-    """One math world instance; `reset(seed=…)` loads item `seed` of the dataset."""
+    """One math world instance; `reset(seed=…)` loads item `seed` of the dataset (or of `level`'s generator)."""
 
     version = "1"
 
-    def __init__(self, dataset: str, *, seed: int = 0) -> None:
+    def __init__(self, dataset: str, *, seed: int = 0, level: int | None = None) -> None:
         if dataset not in DATASETS.values():
             raise WorldError(f"math has no dataset {dataset!r}; use one of {', '.join(DATASETS.values())}")
         self.tools = list(TOOLS)
         self.dataset = dataset
         self.default_seed = seed
+        self.level = level
         self._item: dict[str, Any] | None = None
         self.done = False
         self.calculations = 0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         index = self.default_seed if seed is None else seed
-        self._item = entry(self.dataset, index)
+        self._item = level_entry(self.dataset, self.level, index)
         self.done = False
         self.calculations = 0
         text = (f"{self._item['question']}\n\nUse `calculate` for arithmetic if you like, then `submit` the final "
                 "answer.")
-        return text, {"dataset": self.dataset, "index": index}
+        return text, {"dataset": self.dataset, "index": index, **({} if self.level is None else {"level": self.level})}
 
     def step(self, action: ActionRequest) -> WorldStep:
         if self._item is None or self.done:
@@ -104,15 +106,18 @@ class MathFamily(TaskFamily):
     anchor = ANCHOR
     dataset: ClassVar[str]
 
-    def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
+    def small_world(self, split: Split, seed: int, *, project: str | None = None,
+                    level: int | None = None) -> SmallWorld:
         split = Split(split)
+        level = self.check_level(level)
         if project not in (None, self.dataset):
             raise WorldError(f"{self.id} has only the project {self.dataset!r}; "
                              f"open one of {', '.join(DATASETS)} for another dataset")
-        index = split_index(self.dataset, split, seed)
-        question = entry(self.dataset, index)["question"]
+        index = level_index(self.dataset, level, split, seed)
+        question = level_entry(self.dataset, level, index)["question"]
         return SmallWorld(
-            id=f"{self.id}:{split.value}:{seed}", world=self.id, family=self.family, project=self.dataset,
+            id=levelled_id(self.id, split, seed, level), world=self.id, family=self.family, project=self.dataset,
+            level=level,
             split=split, seed=index, goal=f"{question}\n\nSubmit only the final answer (a number) with `submit`.",
             tools=list(TOOL_NAMES),
             inherits=[Scope(level=ScopeLevel.family, family=self.family),
@@ -125,7 +130,7 @@ class MathFamily(TaskFamily):
 
     def make_world(self, small_world: SmallWorld) -> MathWorld:
         self.check_small_world(small_world)
-        return MathWorld(self.dataset, seed=small_world.seed)
+        return MathWorld(self.dataset, seed=small_world.seed, level=self.check_level(small_world.level))
 
 
 class ArithFamily(MathFamily):
@@ -134,6 +139,7 @@ class ArithFamily(MathFamily):
     id = "math/arith-v1"
     dataset = "basic_arithmetic"
     projects = ("basic_arithmetic",)
+    levels = ARITH_LEVELS
 
 
 class EquationsFamily(MathFamily):
@@ -142,6 +148,7 @@ class EquationsFamily(MathFamily):
     id = "math/equations-v1"
     dataset = "simple_equations"
     projects = ("simple_equations",)
+    levels = EQUATION_LEVELS
 
 
 class GsmFamily(MathFamily):
@@ -154,7 +161,7 @@ class GsmFamily(MathFamily):
 
 def reference_actions(small_world: SmallWorld) -> list[ActionRequest]:
     """A solving script (tests and demos): compute the expression when there is one, submit the dataset's answer."""
-    item = entry(small_world.project, small_world.seed)
+    item = level_entry(small_world.project, small_world.level, small_world.seed)
     actions = []
     expression = item.get("metadata", {}).get("expression")
     if isinstance(expression, str):

@@ -29,8 +29,9 @@ from lle.worlds.sql.execute import (
     same_result,
 )
 from lle.worlds.sql.generate import write_database
+from lle.worlds.sql.levels import level_task
 from lle.worlds.sql.projects import PROJECTS
-from lle.worlds.sql.questions import Question, Task, make_task
+from lle.worlds.sql.questions import Question, Task
 
 ANCHOR = "execution"
 """The kind of independent check (lle.core.Evidence.anchor)."""
@@ -109,7 +110,7 @@ def verify(small_world: SmallWorld, sql: str, *, time_limit_s: float = DEFAULT_T
     project = PROJECTS.get(small_world.project)
     if project is None or small_world.family != "sql":
         raise WorldError(f"{small_world.id} is not a SQL small world; pass one cut by a sql/* family")
-    task = make_task(project, small_world.seed)
+    task = level_task(project, small_world.level, small_world.seed)
     folder = Path(tempfile.mkdtemp(prefix="lle-sql-verify-"))
     try:
         return check_sql(sql, task.question, task_databases(task, folder), time_limit_s=time_limit_s,

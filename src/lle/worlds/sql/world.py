@@ -33,6 +33,7 @@ from lle.core import (
 )
 from lle.errors import WorldError
 from lle.worlds.base import AnchorResult, BaseWorld, TaskFamily, split_of
+from lle.worlds.levels import levelled_id
 from lle.worlds.sql.anchor import ANCHOR, check_sql
 from lle.worlds.sql.execute import (
     DEFAULT_ROW_CAP,
@@ -43,8 +44,9 @@ from lle.worlds.sql.execute import (
     run_query,
 )
 from lle.worlds.sql.generate import Cell, write_database
+from lle.worlds.sql.levels import SHOP_LEVELS, level_task
 from lle.worlds.sql.projects import PROJECTS
-from lle.worlds.sql.questions import Task, make_task
+from lle.worlds.sql.questions import Task
 
 SPLIT_SALT = "lle-sql-split-v1"
 POOL_SIZE = 10_000
@@ -102,12 +104,13 @@ class SqlWorld(BaseWorld):
     version = "1"
 
     def __init__(self, project: str, *, seed: int = 0, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-                 row_cap: int = DEFAULT_ROW_CAP) -> None:
+                 row_cap: int = DEFAULT_ROW_CAP, level: int | None = None) -> None:
         if project not in PROJECTS:
             raise WorldError(f"sql has no project {project!r}; use one of {', '.join(PROJECTS)}")
         self.tools = list(TOOLS)
         self.project = PROJECTS[project]
         self.default_seed = seed
+        self.level = level
         self.time_limit_s = time_limit_s
         self.row_cap = row_cap
         self.task: Task | None = None
@@ -134,7 +137,7 @@ class SqlWorld(BaseWorld):
         self._close_conn()
         if self.workdir is None or not self.workdir.exists():
             self._folders()
-        self.task = make_task(self.project, self.default_seed if seed is None else seed)
+        self.task = level_task(self.project, self.level, self.default_seed if seed is None else seed)
         write_database(self.task.db, self.db_path)
         for old in self._private.iterdir():
             old.unlink()
@@ -199,7 +202,9 @@ class SqlWorld(BaseWorld):
     def _do_submit(self, sql: str) -> WorldStep:
         verdict = self.anchor(sql)
         self.done = True
-        if verdict.passed or verdict.detail.get("ignored_conventions"):
+        question = self.task.question if self.task is not None else None
+        quirky = question is not None and question.naive_sql != question.gold_sql  # easy levels need no quirk
+        if quirky and (verdict.passed or verdict.detail.get("ignored_conventions")):
             # Confirmed either way by the anchor: these are the project's rules (rules carrier, DESIGN §5).
             verdict.detail["lessons"] = [f"In the {self.project.name} database: {q}" for q in self.project.quirks]
         if verdict.passed:
@@ -262,23 +267,25 @@ class SqlFamily(TaskFamily):
             opts["row_cap"] = self.row_cap
         return opts
 
-    def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
+    def small_world(self, split: Split, seed: int, *, project: str | None = None,
+                    level: int | None = None) -> SmallWorld:
         split = Split(split)
+        level = self.check_level(level)
         if project not in (None, self.project):
             raise WorldError(f"{self.id} has only the project {self.project!r}; open sql/{project}-v1 for {project!r}")
         seeds = split_seeds(self.project, split)
         if not 0 <= seed < len(seeds):
             raise WorldError(f"{self.id} has {len(seeds)} {split.value} tasks; ask for a seed in 0..{len(seeds) - 1}")
         world_seed = seeds[seed]
-        task = make_task(PROJECTS[self.project], world_seed)
+        task = level_task(PROJECTS[self.project], level, world_seed)
         db_name = f"{self.project}.db"
         goal = (f"{task.question.text}\n\nAnswer with one SQLite SELECT query over the {self.project} database and "
                 "call `submit` with it: the query is run and its result compared with the expected one (columns in "
                 "the order asked; row order matters only when the question asks for an order). Explore first with "
                 "list_tables, describe_table and run_query.")
         return SmallWorld(
-            id=f"{self.id}:{split.value}:{seed}", world=self.id, family=self.family, project=self.project,
-            split=split, seed=world_seed, goal=goal, tools=list(TOOL_NAMES),
+            id=levelled_id(self.id, split, seed, level), world=self.id, family=self.family, project=self.project,
+            split=split, seed=world_seed, level=level, goal=goal, tools=list(TOOL_NAMES),
             permissions=Permissions(readable=[db_name], writable=[], protected=[db_name]),
             inherits=[Scope(level=ScopeLevel.family, family=self.family),
                       Scope(level=ScopeLevel.project, family=self.family, project=self.project)],
@@ -290,7 +297,8 @@ class SqlFamily(TaskFamily):
 
     def make_world(self, small_world: SmallWorld) -> SqlWorld:
         self.check_small_world(small_world)
-        return SqlWorld(self.project, seed=small_world.seed, time_limit_s=self.time_limit_s, row_cap=self.row_cap)
+        return SqlWorld(self.project, seed=small_world.seed, time_limit_s=self.time_limit_s, row_cap=self.row_cap,
+                        level=self.check_level(small_world.level))
 
 
 class ShopFamily(SqlFamily):
@@ -299,6 +307,7 @@ class ShopFamily(SqlFamily):
     id = "sql/shop-v1"
     project = "shop"
     projects = ("shop",)
+    levels = SHOP_LEVELS
 
 
 class LibraryFamily(SqlFamily):
@@ -319,7 +328,7 @@ class ClinicFamily(SqlFamily):
 
 def reference_actions(small_world: SmallWorld) -> list[ActionRequest]:
     """A solving script for a SQL small world: look around, run the gold query, submit it (tests and demos)."""
-    task = make_task(PROJECTS[small_world.project], small_world.seed)
+    task = level_task(PROJECTS[small_world.project], small_world.level, small_world.seed)
     first = task.db.tables[0].name
     gold = task.question.gold_sql
     return [

@@ -16,7 +16,8 @@ from pydantic import JsonValue
 from lle.core import ActionRequest, Limits, SmallWorld, Split, ToolSpec, WorldStep
 from lle.errors import WorldError
 from lle.worlds.base import BaseWorld, TaskFamily
-from lle.worlds.toy.layout import DIRECTIONS, PROJECTS, VAULT, Layout, make_layout, path
+from lle.worlds.levels import level_pool, levelled_id
+from lle.worlds.toy.layout import DIRECTIONS, LEVELS, PROJECTS, VAULT, Layout, make_layout, path
 
 WORLD_ID = "toy/keys-v1"
 SPLIT_OFFSET = {Split.train: 0, Split.dev: 1, Split.test: 2}
@@ -53,19 +54,21 @@ class KeysWorld(BaseWorld):
 
     version = "1"
 
-    def __init__(self, project: str = "manor", *, seed: int = 0, step_cost_ms: float = 0.0) -> None:
+    def __init__(self, project: str = "manor", *, seed: int = 0, step_cost_ms: float = 0.0,
+                 level: int | None = None) -> None:
         if project not in PROJECTS:
             raise WorldError(f"toy/keys-v1 has no project {project!r}; use one of {', '.join(PROJECTS)}")
         self.tools = list(TOOLS)
         self.project = project
         self.default_seed = seed
+        self.level = level
         self.step_cost_ms = step_cost_ms
         self.layout: Layout | None = None
 
     # --- Gymnasium shape ----------------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        self.layout = make_layout(self.project, self.default_seed if seed is None else seed)
+        self.layout = make_layout(self.project, self.default_seed if seed is None else seed, level=self.level)
         self.room = self.layout.start
         self.items = {room: list(items) for room, items in self.layout.items.items()}
         self.inventory: list[str] = []
@@ -210,6 +213,7 @@ class KeysFamily(TaskFamily):
     description = "find a key, unlock a door, reach the vault (a seeded text maze)"
     tools = tuple(ALLOWED_TOOLS)
     anchor = "state"
+    levels = LEVELS
 
     def __init__(self, *, step_cost_ms: float = 0.0) -> None:
         self.step_cost_ms = float(step_cost_ms)
@@ -217,30 +221,46 @@ class KeysFamily(TaskFamily):
     def options(self) -> dict[str, JsonValue]:
         return {"step_cost_ms": self.step_cost_ms} if self.step_cost_ms else {}
 
-    def small_world(self, split: Split, seed: int, *, project: str | None = None) -> SmallWorld:
+    def small_world(self, split: Split, seed: int, *, project: str | None = None,
+                    level: int | None = None) -> SmallWorld:
         split = Split(split)
+        level = self.check_level(level)
         project = project or PROJECTS[seed % len(PROJECTS)]
         if project not in PROJECTS:
             raise WorldError(f"{WORLD_ID} has no project {project!r}; use one of {', '.join(PROJECTS)}")
-        # Interleaved seeds keep train, dev and test disjoint for every seed.
-        world_seed = seed * len(SPLIT_OFFSET) + SPLIT_OFFSET[split]
-        layout = make_layout(project, world_seed)
+        if level is None:
+            # Interleaved seeds keep train, dev and test disjoint for every seed.
+            world_seed = seed * len(SPLIT_OFFSET) + SPLIT_OFFSET[split]
+        else:
+            world_seed = level_world_seed(project, level, split, seed)
+        layout = make_layout(project, world_seed, level=level)
         where = "Find the key (it is in a chest somewhere)" if layout.key_in_chest else "Find the key"
         return SmallWorld(
-            id=f"{WORLD_ID}:{project}:{split.value}:{seed}", world=WORLD_ID, family=self.family, project=project,
-            split=split, seed=world_seed,
+            id=levelled_id(f"{WORLD_ID}:{project}", split, seed, level), world=WORLD_ID, family=self.family,
+            project=project, split=split, seed=world_seed, level=level,
             goal=f"{where}, unlock the {layout.door_color} door, step into the vault, then call submit.",
             tools=list(ALLOWED_TOOLS), limits=Limits(max_steps=30, max_seconds=60.0),
         )
 
     def make_world(self, small_world: SmallWorld) -> KeysWorld:
         self.check_small_world(small_world)
-        return KeysWorld(small_world.project, seed=small_world.seed, step_cost_ms=self.step_cost_ms)
+        return KeysWorld(small_world.project, seed=small_world.seed, step_cost_ms=self.step_cost_ms,
+                         level=self.check_level(small_world.level))
+
+
+def level_world_seed(project: str, level: int, split: Split, seed: int) -> int:
+    """The world seed of the `seed`-th distinct layout of `split` at `level`: a layout's split is the stable
+    hash of the whole layout, so one layout (few exist with one room) is never in two splits. World seeds
+    interleave the projects (`n * len(PROJECTS) + project`), so no world seed serves two projects."""
+    stride, offset = len(PROJECTS), PROJECTS.index(project)
+    pool = level_pool(f"{WORLD_ID} {project} level {level}",
+                      lambda n: repr(make_layout(project, n * stride + offset, level=level)), f"{WORLD_ID}:levels")
+    return pool.world_seed(split, seed) * stride + offset
 
 
 def oracle_actions(small_world: SmallWorld) -> list[ActionRequest]:
     """The shortest solving script for a keys small world, computed from its layout (for tests and demos)."""
-    layout = make_layout(small_world.project, small_world.seed)
+    layout = make_layout(small_world.project, small_world.seed, level=small_world.level)
     actions = [ActionRequest(tool="look", thought="See where I am.")]
     actions += [ActionRequest(tool="go", args={"direction": d}) for d in path(layout, layout.start, layout.key_room)]
     if layout.key_in_chest:

@@ -18,6 +18,14 @@ DIRECTIONS = {"north": (0, 1), "south": (0, -1), "east": (1, 0), "west": (-1, 0)
 OPPOSITE = {"north": "south", "south": "north", "east": "west", "west": "east"}
 PROJECTS = ("manor", "cellar")
 """manor: the key lies in a room. cellar: the key is inside a closed chest that must be opened first."""
+ROOMS_BY_LEVEL = ((1, 1), (2, 2), (3, 3), (3, 5))
+"""Ordinary rooms (fewest, most) per difficulty level; unlevelled layouts have 3 to 5, like the last level."""
+LEVELS = (
+    "1 room: the key and the vault door are where you start",
+    "2 rooms: walk once to fetch the key or to reach the door",
+    "3 rooms",
+    "3 to 5 rooms, as unlevelled",
+)
 
 
 @dataclass(frozen=True)
@@ -41,11 +49,15 @@ class Layout:
         return self.rooms[0]
 
 
-def make_layout(project: str, seed: int) -> Layout:
+def make_layout(project: str, seed: int, *, level: int | None = None) -> Layout:
+    """The layout of (project, seed), or of (project, level, seed): a pure function of them."""
     if project not in PROJECTS:
         raise ValueError(f"unknown project {project!r}; use one of {PROJECTS}")
-    rng = random.Random(f"toy/keys-v1:{project}:{seed}")
-    names = rng.sample(ROOM_NAMES, rng.randint(3, 5))
+    if level is None:
+        rng, (fewest, most) = random.Random(f"toy/keys-v1:{project}:{seed}"), ROOMS_BY_LEVEL[-1]
+    else:
+        rng, (fewest, most) = random.Random(f"toy/keys-v1:{project}:L{level}:{seed}"), ROOMS_BY_LEVEL[level]
+    names = rng.sample(ROOM_NAMES, rng.randint(fewest, most))
     cells = {names[0]: (0, 0)}
     taken = {(0, 0): names[0]}
     exits: dict[str, dict[str, str]] = {n: {} for n in [*names, VAULT]}
@@ -62,8 +74,9 @@ def make_layout(project: str, seed: int) -> Layout:
 
     for room in names[1:]:
         attach(room, list(cells))
-    # The vault hangs off a room other than the start, so the agent always has to move.
-    door_room, door_dir = attach(VAULT, names[1:])
+    # The vault hangs off a room other than the start, so the agent always has to move (except when the
+    # start is the only room: the easiest level).
+    door_room, door_dir = attach(VAULT, names[1:] or names)
     key_room = rng.choice([n for n in names if n != door_room] or names)
     key_in_chest = project == "cellar"
     items: dict[str, list[str]] = {n: [] for n in names}
