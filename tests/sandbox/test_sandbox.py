@@ -485,7 +485,9 @@ def test_disk_fill_is_bounded(workdir: Path) -> None:
     finally:
         done.set()
         sampler.join()
-    assert dd.returncode != 0 and r.returncode == 0, r.stderr  # dd dies of SIGXFSZ
+    assert dd.returncode != 0, dd.stderr  # dd dies of SIGXFSZ
+    # 160 MiB into /work passes the workdir's cap (100 MB by default): the run is stopped and fails.
+    assert r.returncode != 0 and "over its cap of 100 MB" in r.stderr, r.stderr
     assert (workdir / f"big-{marker}").stat().st_size <= 4 << 20
     assert all(p.stat().st_size <= 4 << 20 for p in workdir.iterdir())
     # tmpfs (/tmp, /dev/shm) lives in host memory: each is capped at file_size_mb, far below 320 MiB tried.
@@ -564,6 +566,7 @@ def test_protected_files_cannot_be_edited_or_deleted(sb: Sandbox, workdir: Path)
         attempt("fixture rename", lambda: os.rename("fixtures", "f2"))
         attempt("fixture rmtree", lambda: shutil.rmtree("fixtures"))
         attempt("sibling", lambda: open("tests/conftest.py", "w").write("collect_ignore = ['test_app.py']"))
+        attempt("elsewhere", lambda: open("notes.txt", "w").write("x"))
     """
     r = run(sb, py(code, marker), workdir, marker, protected=["tests/test_app.py", "fixtures"])
     assert r.returncode == 0, r.stderr
@@ -571,8 +574,9 @@ def test_protected_files_cannot_be_edited_or_deleted(sb: Sandbox, workdir: Path)
         assert not path.is_symlink() and path.is_file()
         assert (sha256(path), path.stat().st_ino) == (digest, inode), f"{path.name} changed"
     assert sorted(p.name for p in (workdir / "fixtures").iterdir()) == ["data.json"]
-    assert "DID sibling" in r.stdout  # the rest of the workdir stays writable
-    assert [line for line in r.stdout.splitlines() if line.startswith("DID")] == ["DID sibling"]
+    assert sorted(p.name for p in (workdir / "tests").iterdir()) == ["test_app.py"]  # a test file guards its folder
+    assert "DID elsewhere" in r.stdout  # the rest of the workdir stays writable
+    assert [line for line in r.stdout.splitlines() if line.startswith("DID")] == ["DID elsewhere"]
 
 
 @needs_bwrap

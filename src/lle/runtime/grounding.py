@@ -16,6 +16,7 @@ import fnmatch
 import hashlib
 import os
 import posixpath
+import re
 import stat
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -140,6 +141,16 @@ def matches(path: str, patterns: list[str]) -> bool:
         if any(c in p for c in "*?[") and fnmatch.fnmatchcase(path, p):
             return True
     return False
+
+
+TEST_FILE = re.compile(r"(.*/)?(test_[^/]*|[^/]*_test|conftest)\.py")
+
+
+def protected_scope(patterns: list[str]) -> list[str]:
+    """`patterns`, with each protected test file below the top widened to its whole folder: else a
+    `conftest.py` added beside it could change what the protected tests do (the sandbox does the same)."""
+    return [*patterns, *(p.rsplit("/", 1)[0] for p in (q.strip("/") for q in patterns)
+                         if "/" in p and TEST_FILE.fullmatch(p))]
 
 
 def normalize_path(raw: str, workdir: Path | None) -> tuple[str, str | None]:
@@ -288,7 +299,7 @@ class Grounder:
             if reason is not None:
                 return args, reason
             if "write" in tool.permissions:
-                if matches(path, perms.protected):
+                if matches(path, protected_scope(perms.protected)):
                     return args, f"{path} is protected: it must not change (protected: {', '.join(perms.protected)})"
                 if not matches(path, perms.writable):
                     return args, f"{path} is not writable here (writable: {', '.join(perms.writable) or 'nothing'})"

@@ -52,7 +52,17 @@ _UID_BASE, _UID_SPAN = 1_500_000_000, 1 << 20
 # mkdtemp) would be out of its reach. As root, this runs first in a private mount namespace and binds
 # the workdir over $2, a path anyone can traverse; `cd` holds the workdir even when it lies under $2.
 _STAGE = "/tmp"
-_STAGE_SCRIPT = 'set -e; cd -- "$1"; mount --no-canonicalize --bind /proc/self/cwd "$2"; cd /; shift 2; exec "$@"'
+# `env -i`: the shell's `cd` set OLDPWD to the host workdir, and bwrap (pid 1 inside, whose environ the run
+# can read) would carry it in; `--clearenv` scrubs only the child's environment.
+_STAGE_SCRIPT = ('set -e; cd -- "$1"; mount --no-canonicalize --bind /proc/self/cwd "$2"; cd /; shift 2; '
+                 'exec env -i PATH=/usr/bin:/bin "$@"')
+
+_TEST_FILE = re.compile(r"(test_.*|.*_test|conftest)\.py")
+"""A protected file with such a name protects its whole folder: else a run could add `conftest.py` (or
+another test module) beside it and change what the protected tests do."""
+
+_SIZE_POLL_S = 0.2
+"""How often the workdir's growth is measured while a run runs (and once more after it)."""
 
 _BLOCKED_SYSCALLS = {  # same order on both; aarch64 has no uselib
     "x86_64": (101, 310, 311, 298, 321, 323, 250, 248, 249, 246, 320, 175, 313, 176, 425, 426, 427, 163,
@@ -76,6 +86,9 @@ class SandboxLimits:
     max_processes: int = 64
     wall_seconds: float = 30.0
     max_output_bytes: int = 65536
+    workdir_mb: int = 100
+    """How much the workdir may grow during a run (disk blocks, every file together); past it the run is
+    stopped and fails. `file_size_mb` bounds each file; this bounds them all."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,34 @@ def _chown_tree(root: str, uid: int, gid: int) -> None:
             os.chown(path, uid, gid, follow_symlinks=False)
 
 
+def _finish_tree(root: str) -> int:
+    """Drop setuid/setgid bits from everything in the workdir, and return its disk use in bytes.
+
+    A run may leave a setuid file for the host to execute later; each name is opened O_PATH|O_NOFOLLOW
+    beneath its folder's fd (`fwalk`), so a symlink is never followed to a host file."""
+    used, seen = 0, set()
+    special = stat.S_ISUID | stat.S_ISGID
+    for _dirpath, dirnames, filenames, dir_fd in os.fwalk(root, follow_symlinks=False):
+        for name in (".", *dirnames, *filenames) if _dirpath == root else (*dirnames, *filenames):
+            try:
+                fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            except OSError:
+                continue  # gone since the folder was listed
+            try:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    used += st.st_blocks * 512
+                if stat.S_ISLNK(st.st_mode) or not st.st_mode & special:
+                    continue
+                # fchmod refuses an O_PATH fd; its /proc link reaches the very inode that was opened.
+                with contextlib.suppress(PermissionError):  # not ours: the run could not have set its bits
+                    os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~special)
+            finally:
+                os.close(fd)
+    return used
+
+
 def _check_workdir(root: str) -> None:
     # As root the whole tree is handed to the sandbox uid: a system or home folder must never be it.
     system = ("/usr", "/etc", "/proc", "/sys", "/dev", "/boot", "/bin", "/sbin", "/lib", "/lib64", "/var/lib")
@@ -247,16 +288,17 @@ class Sandbox:
                 raise InvalidInputError(f"environment variable {key!r} has a bad name or a NUL in its value")
         root = os.path.realpath(workdir)
         _check_workdir(root)
+        grow = (root, _finish_tree(root))  # growth, not size, is capped: a repo may start large
         if self.unsafe_no_sandbox:
             # No pid namespace to tear down: the run's processes are found again through their environment.
             token = f"LLE_SANDBOX_RUN={secrets.token_hex(8)}"
             with tempfile.TemporaryDirectory(prefix="lle-unsafe-home-") as home:
                 env_ = {**BASE_ENV, "HOME": home, "TMPDIR": home, **extra, "LLE_SANDBOX_RUN": token.split("=")[1]}
-                return self._execute([*self._prlimit(), *argv], root, env_, stdin, [], None, token.encode())
+                return self._execute([*self._prlimit(), *argv], root, env_, stdin, [], None, token.encode(), grow)
         fds: list[int] = []  # passed to bwrap, closed here afterwards
         try:
             cmd, info_r = self._bwrap_cmd(argv, root, protected, extra, fds)
-            return self._execute(cmd, "/", {"PATH": BASE_ENV["PATH"]}, stdin, fds, info_r, None)
+            return self._execute(cmd, "/", {"PATH": BASE_ENV["PATH"]}, stdin, fds, info_r, None, grow)
         finally:
             for fd in fds:
                 with contextlib.suppress(OSError):
@@ -282,7 +324,9 @@ class Sandbox:
             fds.append(fd)
             return str(fd)
 
-        paths = sorted({_rel_parts(p) for p in protected}, key=len)
+        # A protected test file below the workdir protects its folder as a whole (see `_TEST_FILE`).
+        paths = sorted({q[:-1] if len(q) > 1 and _TEST_FILE.fullmatch(q[-1]) else q
+                        for q in map(_rel_parts, protected)}, key=len)
         root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for parts in paths:  # bwrap would follow a symlink here, so refuse one anywhere on the way
@@ -338,8 +382,10 @@ class Sandbox:
         return [*cmd, "--info-fd", keep(info_w), "--", *argv], info_r
 
     def _execute(self, cmd: list[str], cwd: str, env: dict[str, str], stdin: str | None, fds: list[int],
-                 info_r: int | None, token: bytes | None) -> SandboxResult:
+                 info_r: int | None, token: bytes | None, grow: tuple[str, int]) -> SandboxResult:
         lim, start = self.limits, time.monotonic()
+        (root, baseline), cap = grow, lim.workdir_mb << 20
+        grown, next_size_check = 0, start + _SIZE_POLL_S
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                 pass_fds=[fd for fd in fds if fd != info_r])
@@ -378,13 +424,19 @@ class Sandbox:
         timed_out, killed, started, end = False, False, False, start + lim.wall_seconds
         try:
             while sel.get_map():
+                if not killed and (now := time.monotonic()) >= next_size_check:
+                    next_size_check = now + _SIZE_POLL_S
+                    if (grown := _finish_tree(root) - baseline) > cap:  # a bound on disk, not only per file
+                        kill_all()
+                        killed, end = True, min(end, now + 2.0)
                 if (now := time.monotonic()) >= end:
                     if killed:
                         break  # an unsafe-mode straggler that cleared its environment still holds a pipe
                     timed_out = proc.poll() is None
                     kill_all()
                     killed, end = True, now + 2.0
-                for key, _ in sel.select(timeout=max(end - time.monotonic(), 0)):
+                wait = min(end, next_size_check) if not killed else end
+                for key, _ in sel.select(timeout=max(wait - time.monotonic(), 0)):
                     fd = int(key.fd)
                     if fd == proc_fd:
                         sel.unregister(fd)
@@ -433,6 +485,12 @@ class Sandbox:
         texts = [bufs[fd].decode(errors="replace") + (f"\n[lle sandbox: {name} truncated; {dropped[fd]} more bytes "
                                                      "dropped]\n" if dropped[fd] else "")
                  for fd, name in ((out_fd, "stdout"), (err_fd, "stderr"))]
-        return SandboxResult(returncode=None if timed_out else proc.returncode, stdout=texts[0], stderr=texts[1],
+        returncode = proc.returncode
+        if (grown := max(grown, _finish_tree(root) - baseline)) > cap:  # also drops setuid/setgid bits
+            texts[1] += (f"\n[lle sandbox: the workdir grew by {grown / (1 << 20):.1f} MB, over its cap of "
+                         f"{lim.workdir_mb} MB (SandboxLimits.workdir_mb); the run was stopped and counts as failed: "
+                         "write less there or raise the cap]\n")
+            returncode = returncode or 1
+        return SandboxResult(returncode=None if timed_out else returncode, stdout=texts[0], stderr=texts[1],
                              timed_out=timed_out, duration_ms=(time.monotonic() - start) * 1000,
                              sandboxed=token is None)
