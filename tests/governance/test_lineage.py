@@ -45,6 +45,7 @@ class RevocationMachine(RuleBasedStateMachine):
         self.parents: dict[str, set[str]] = {}
         self.revoked: set[str] = set()
         self.updates: dict[str, str] = {}
+        self.recorded = 0
 
     def teardown(self) -> None:
         self.db.close()
@@ -64,7 +65,9 @@ class RevocationMachine(RuleBasedStateMachine):
 
     @rule(target=experiences)
     def record(self) -> str:
-        return self.db.append_experience(build_experience(1)).id
+        # Each a different trajectory: revocation is by content too, so identical copies fall together.
+        self.recorded += 1
+        return self.db.append_experience(build_experience(1, observation=f"row {self.recorded}")).id
 
     @rule(target=items, exp=experiences)
     def admit(self, exp: str) -> str:

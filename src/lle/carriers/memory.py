@@ -210,7 +210,7 @@ class MemoryCarrier:
         self._by_rowid: dict[int, str] = {}  # search-table rowid → item id
         self._active_rows: dict[int, ScopeKey] = {}  # search-table rowid → scope key, active items only
         self._seen = {"items": 0, "search": 0, "utility": 0}  # high-water rowids already folded in
-        self._deny_count, self._denied, self._blocked = -1, frozenset[str](), set[str]()
+        self._deny_count, self._denied, self._blocked = (-1, -1), frozenset[str](), set[str]()
         self._dense_ok: bool | None = None
         self._query_vecs: OrderedDict[str, Vectors] = OrderedDict()
         self._df: dict[str, int] = {}
@@ -230,8 +230,9 @@ class MemoryCarrier:
     # --- the active view --------------------------------------------------------------------------
 
     def denied(self) -> frozenset[str]:
-        """Every revoked id; re-read only when the revocations table has grown (it never shrinks)."""
-        count = self.store.count("revocations")
+        """Every revoked id; re-read only when the revocations or experiences have grown (they never
+        shrink; a new experience may copy revoked content under a new id, and is then revoked too)."""
+        count = (self.store.count("revocations"), self.store.last_rowid("experiences"))
         if count != self._deny_count:
             self._denied, self._deny_count = frozenset(self.store.revoked_ids()), count
             self._blocked = {i for i, lineage in self._lineage.items() if not self._denied.isdisjoint(lineage)}

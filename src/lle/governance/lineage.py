@@ -10,19 +10,26 @@ Targets are ids (`exp_…`, `evd_…`, `upd_…`, `itm_…`) or whole sources:
 A revocation is a new ledger row listing its cascade. The active view of every carrier is the
 ledger minus the `Denylist`, which is checked on every read and every write: an item is blocked
 when it, or any experience, evidence or item it derives from, is revoked, and a new experience is
-blocked when its source is — so a revoked source can never be re-admitted.
+blocked when its source is — so a revoked source can never be re-admitted. Revocation is by content
+as well as by id: each revocation records the content and trajectory hashes of the experiences it
+revokes (`lle.store.content`), so the same trajectory exported, given new ids and imported again is
+blocked too, and so is everything built on it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from lle.core import CarrierItem, Experience, Revocation, Update, UpdateOp
 from lle.errors import InvalidInputError, UnknownIdError
-from lle.store import Store, experiences
+from lle.store import Store, content, experiences
+from lle.store.content import trajectory_hash
+
+__all__ = ["Denylist", "Source", "active_items", "admit_item", "cascade", "denylist", "item_states", "parse_source",
+           "plan", "revoke", "trajectory_hash", "update_history"]
 
 SOURCE_KINDS = ("world", "model", "time")
 
@@ -76,10 +83,15 @@ def _instant(text: str) -> datetime | None:
 
 @dataclass(frozen=True)
 class Denylist:
-    """Everything revoked: ids (targets and cascades) and source selectors."""
+    """Everything revoked: ids (targets, cascades, and stored copies of revoked content), source
+    selectors, and the content and trajectory hashes of revoked experiences."""
 
     ids: frozenset[str] = frozenset()
     sources: tuple[Source, ...] = ()
+    hashes: Mapping[str, str] = field(default_factory=dict)
+    """Revoked content or trajectory hash → the revoked experience it was taken from."""
+    copies: Mapping[str, str] = field(default_factory=dict)
+    """Stored experience id → the revoked experience whose content it repeats."""
 
     def blocks_item(self, item: CarrierItem) -> str | None:
         """The revoked id that blocks `item`, or None when it is active."""
@@ -89,22 +101,30 @@ class Denylist:
         return None
 
     def blocks_experience(self, exp: Experience) -> str | None:
-        if exp.id in self.ids:
+        """The revoked id or source that blocks `exp`: its own id, a revoked experience whose content or
+        trajectory it repeats (under any id: an export edited and imported again), or its source."""
+        if exp.id in self.ids and exp.id not in self.copies:
             return exp.id
         for source in self.sources:
             if source.matches(exp):
                 return f"{source.kind}:{source.value}"
+        if exp.id in self.copies:
+            return self.copies[exp.id]
+        for digest in (exp.content_hash or exp.compute_hash(), trajectory_hash(exp.small_world.world, exp.steps)):
+            if digest is not None and digest in self.hashes:
+                return self.hashes[digest]
         return None
 
 
-_cache: dict[str, tuple[int, Denylist]] = {}
+_cache: dict[str, tuple[tuple[int, int], Denylist]] = {}
 
 
 def denylist(store: Store) -> Denylist:
-    """The store's denylist, reloaded only when a revocation was appended since the last call."""
-    count = store.count("revocations")
+    """The store's denylist, reloaded only when a revocation or an experience (a possible copy of
+    revoked content) was appended since the last call."""
+    mark = (store.count("revocations"), store.last_rowid("experiences"))
     cached = _cache.get(str(store.path))
-    if cached and cached[0] == count:
+    if cached and cached[0] == mark:
         return cached[1]
     ids: set[str] = set()
     sources = []
@@ -114,8 +134,10 @@ def denylist(store: Store) -> Denylist:
         source = parse_source(rev.target)
         if source is not None:
             sources.append(source)
-    result = Denylist(frozenset(ids), tuple(sources))
-    _cache[str(store.path)] = (count, result)
+    hashes = content.revoked_hashes(store, ids)
+    copies = {exp_id: origin for exp_id, origin in content.copies_of(store, hashes).items() if exp_id not in ids}
+    result = Denylist(frozenset(ids | set(copies)), tuple(sources), hashes, copies)
+    _cache[str(store.path)] = (mark, result)
     return result
 
 
@@ -169,7 +191,13 @@ def revoke(store: Store, target: str, reason: str, author: str, *, dry_run: bool
     everything = sorted(set(roots) - {target} | set(derived))
     rev = Revocation(target=target, reason=reason, author=author, cascade=everything)
     if not dry_run:
-        store.append_revocation(rev)
+        # The content of each revoked experience goes with the revocation, in its transaction: a
+        # copy imported later under a new id is blocked by its hashes, not by an id it no longer has.
+        revoked_exps = [i for i in dict.fromkeys([*roots, *everything]) if i.startswith("exp_")]
+        with store.transaction():
+            store.append_revocation(rev)
+            content.record_revoked(store, rev.id, [(exp_id, kind, digest) for exp_id in revoked_exps
+                                                   for kind, digest in content.hashes_of(store.get_experience(exp_id))])
     return rev
 
 

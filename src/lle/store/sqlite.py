@@ -13,7 +13,7 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -33,7 +33,7 @@ from lle.core import (
     utcnow,
 )
 from lle.errors import InvalidInputError, NewerSchemaError, NotAStoreError, StoreError, UnknownIdError
-from lle.store import blobs
+from lle.store import blobs, trajectory
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 60_000
@@ -120,8 +120,16 @@ class Store:
                         "INSERT INTO lle_migrations(number, name, applied_at) VALUES (?, ?, ?)",
                         (number, name, utcnow().isoformat()),
                     )
+            if applied < 6 <= self.latest_version:
+                self._backfill_trajectory_hashes()
             self.conn.execute(f"PRAGMA user_version={self.latest_version}")
         self.schema_version = self.latest_version
+
+    def _backfill_trajectory_hashes(self) -> None:
+        # m006 keeps each experience's trajectory hash; those stored before it get theirs here,
+        # inside the migration's transaction (the hash is Python, not SQL).
+        for exp_id, world in list(self.conn.execute("SELECT id, world FROM experiences WHERE n_steps > 0")):
+            self._insert_trajectory_hash(str(exp_id), str(world), self.steps_of(str(exp_id)))
 
     @contextmanager
     def _write(self) -> Iterator[None]:
@@ -236,7 +244,13 @@ class Store:
              exp.verification.value, exp.score, len(exp.steps), len(exp.evidence), exp.content_hash,
              exp.created_at.isoformat(), self._dump(body)),
         )
+        self._insert_trajectory_hash(exp.id, sw.world, exp.steps)
         self._index(exp.id, "experience", _searchable_text(exp))
+
+    def _insert_trajectory_hash(self, experience_id: str, world: str, steps: list[Step]) -> None:
+        if (found := trajectory.trajectory_hash(world, steps)) is not None:
+            self.conn.execute("INSERT OR IGNORE INTO trajectory_hashes(experience_id, hash) VALUES (?, ?)",
+                              (experience_id, found))
 
     def _insert_evidence(self, ev: Evidence) -> None:
         self.conn.execute(
@@ -403,12 +417,46 @@ class Store:
         return int(row[0]) if row else 0
 
     def revoked_ids(self) -> set[str]:
-        """The denylist: every revoked target and everything revoked with it."""
+        """The denylist: every revoked target and everything revoked with it, and every stored
+        experience whose content (or trajectory) repeats a revoked one's, under whatever id."""
         denied: set[str] = set()
         for rev in self.list_revocations():
             denied.add(rev.target)
             denied.update(rev.cascade)
-        return denied
+        return denied | set(self.copies_of(self.revoked_hashes(denied)))
+
+    def revoked_hashes(self, revoked_ids: Iterable[str]) -> dict[str, str]:
+        """Every revoked content hash → the revoked experience it came from.
+
+        From the hashes revocations recorded, and from the stored experiences among `revoked_ids` (so a
+        revocation made before m006, or an experience revoked through the cascade of an item, counts too).
+        """
+        ids = json.dumps(sorted(i for i in revoked_ids if i.startswith("exp_")))
+        rows = self.conn.execute(
+            "SELECT hash, experience_id FROM revoked_content"
+            " UNION ALL SELECT x.content_hash, x.id FROM experiences x WHERE x.id IN (SELECT value FROM json_each(?))"
+            " UNION ALL SELECT t.hash, t.experience_id FROM trajectory_hashes t"
+            " WHERE t.experience_id IN (SELECT value FROM json_each(?))", (ids, ids))
+        out: dict[str, str] = {}
+        for digest, experience_id in rows:
+            if digest:
+                out.setdefault(str(digest), str(experience_id))
+        return out
+
+    def copies_of(self, hashes: dict[str, str]) -> dict[str, str]:
+        """Stored experience id → the revoked experience whose content it repeats (the originals included)."""
+        if not hashes:
+            return {}
+        keys = json.dumps(sorted(hashes))
+        rows = self.conn.execute(
+            "SELECT id, content_hash FROM experiences WHERE content_hash IN (SELECT value FROM json_each(?))"
+            " UNION ALL SELECT experience_id, hash FROM trajectory_hashes"
+            " WHERE hash IN (SELECT value FROM json_each(?))",
+            (keys, keys))
+        out: dict[str, str] = {}
+        for experience_id, digest in rows:
+            out.setdefault(str(experience_id), hashes[str(digest)])
+        return out
 
     def search(self, query: str, *, limit: int = 10) -> list[tuple[str, str, str]]:
         """(kind, id, snippet) for rows whose text matches every word of `query` (BM25 order)."""
