@@ -21,11 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lle.carriers.recipes import RecipeBook, levers_of
-from lle.core import CarrierKind, Experience, Levers, RunConfig, SmallWorld, Split, Step, Update, utcnow
+from lle.core import Experience, Levers, RunConfig, SmallWorld, Split, Step, Update, utcnow
 from lle.errors import InvalidInputError
 from lle.evidence import VerificationBudget, assess_experience
 from lle.flywheel import poison, strategies, suite
-from lle.governance import gates
 from lle.runtime.harness import stop_of
 from lle.runtime.parallel import run_many
 from lle.store import Store
@@ -151,19 +150,20 @@ class Flywheel:
         with Store(db_path) as db:
             router = None
             for exp in experiences:
-                if flywheel_store.is_routed(db, exp.id):
-                    continue  # routed before a kill: a resumed run does not route it again
-                if strategy == "raw":
-                    written += strategies.keep_raw(db, exp)
-                elif strategy == "lle":
+                if strategy == "lle":
                     if router is None:
                         from lle.router.router import UpdateRouter
 
                         router = UpdateRouter(db, actor=f"flywheel:{self.config.id}")
-                    written += router.route(exp)
-                    if gates.writeback_gate(exp, CarrierKind.memory) is None:
-                        router.memory.credit_episode(exp)  # MemRL: items shown in this episode learn its reward
-                flywheel_store.mark_routed(db, exp.id, self.config.id)
+                    # Routed, credited (MemRL) and marked in one transaction: a kill anywhere routes it once.
+                    written += router.route_once(exp, self.config.id)
+                    continue
+                with db.transaction():  # the writes and the routed marker: all or none
+                    if flywheel_store.is_routed(db, exp.id):
+                        continue  # routed before a kill: a resumed run does not route it again
+                    if strategy == "raw":
+                        written += strategies.keep_raw(db, exp)
+                    flywheel_store.mark_routed(db, exp.id, self.config.id)
         if self.on_routed is not None:
             self.on_routed(f"{strategy} {label}", written)
 

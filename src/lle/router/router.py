@@ -13,6 +13,9 @@ experience as recorded. Skills are mined as candidates through this same router 
 the trace `reproduced` in ≥ 3 small worlds of ≥ 2 projects; activation needs a replay); verifier cases
 are proposed when a later, stronger anchor contradicts a pass (`VerifierCases.observe`, run by
 `lle verifier-cases scan`; its gate checks `writeback` too).
+
+`route_once` routes and marks the experience routed in one transaction (the flywheel uses it), so a
+kill at any point routes it exactly once.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from lle.core import CarrierKind, Experience, GateResult, Scope, ScopeLevel, Upd
 from lle.governance import gates, hygiene
 from lle.governance.lineage import denylist
 from lle.store import Store
+from lle.store import flywheel as flywheel_store
 
 
 class UpdateRouter:
@@ -71,6 +75,35 @@ class UpdateRouter:
             forbidden = gates.writeback_gate(experience, carrier)
             updates += [self._reject(carrier, experience, forbidden, task_scope)] if forbidden else send()
         return updates
+
+    def route_once(self, experience: Experience, run_id: str) -> list[Update]:
+        """Route `experience` and mark it routed in one transaction: exactly once, whatever kills it.
+
+        Every write of `route` (updates, items, vectors, utilities) and the `routed` marker commit
+        together or not at all, so a process killed at any point leaves either nothing (the resume
+        routes it) or everything with its marker (the resume skips it). Items shown in the episode
+        learn its reward (MemRL) in the same transaction, when its small world writes back to memory.
+        Returns [] for an experience routed before.
+        """
+        try:
+            with self.store.transaction():
+                if flywheel_store.is_routed(self.store, experience.id):
+                    return []
+                updates = self.route(experience)
+                if gates.writeback_gate(experience, CarrierKind.memory) is None:
+                    self.memory.credit_episode(experience)
+                flywheel_store.mark_routed(self.store, experience.id, run_id)
+                return updates
+        except BaseException:
+            self._forget()  # the rolled-back writes may sit in the carriers' caches
+            raise
+
+    def _forget(self) -> None:
+        """Drop what the carriers cached from the ledger; they read it again when next asked."""
+        self.memory = MemoryCarrier(self.store, embedder=self.memory.embedder)
+        self.rules = RuleBook(self.store, self.config, self.actor)
+        self.dataset = Dataset(self.store, config=self.config, contamination=self.contamination, actor=self.actor)
+        self.skills = SkillLibrary(self.store, self.config, self.actor)
 
     def _to_memory(self, exp: Experience) -> list[Update]:
         item = memory_item_from(exp)
