@@ -30,6 +30,7 @@ from pydantic import JsonValue
 
 from lle.actions import NO_ACTION
 from lle.context.builder import BudgetedContextBuilder
+from lle.context.compress import outside_quotes
 from lle.context.plain import PlainContextBuilder
 from lle.core import (
     ActionRequest,
@@ -217,6 +218,17 @@ def _secrets_in(text: str) -> int:
     return sum(redact(text)[1].values())
 
 
+@functools.lru_cache(maxsize=4096)
+def _unquoted_in(text: str) -> int:
+    return len(find_instructions(outside_quotes(text)))
+
+
+def unquoted_instructions(texts: Sequence[str]) -> int:
+    """Flagged untrusted instructions in `texts` outside quoted blocks (after scrubbing: only what the
+    agent itself repeated, or text that reached the rows some other way than as an observation)."""
+    return sum(_unquoted_in(t) for t in set(texts))
+
+
 def leftover_secrets(texts: Sequence[str]) -> int:
     """PII and secrets `redact` still finds in `texts` (after scrubbing this must be 0)."""
     return sum(_secrets_in(t) for t in set(texts))
@@ -333,7 +345,7 @@ class Dataset:
             duplicate = None
         gate = gates.dataset_gate(exp, outcome=outcome, level=level, secrets_left=leftover_secrets(texts),
                                   duplicate_of=duplicate, contamination_hit=self._held_out_copy(exp),
-                                  config=self.config)
+                                  unquoted_instructions=unquoted_instructions(texts), config=self.config)
         if not gate.passed:
             return self._decide(exp, UpdateOp.reject, gate, scope, evidence=evidence)
         item = CarrierItem(carrier=self.kind, scope=scope, experience_ids=[exp.id],
@@ -354,11 +366,16 @@ class Dataset:
 
 
 def check_row(row: Row, small_worlds: dict[str, SmallWorld]) -> str | None:
-    """Why a finished row must not be written (a held-out task, a secret left), or None."""
+    """Why a finished row must not be written (a held-out task, a secret left, a flagged instruction
+    outside quotes), or None."""
     sw = small_worlds.get(str(row.get("small_world_id")))
     if sw is None:
         raise StoreError(f"row of {row.get('experience_ids')} names no known small world; the export is broken")
     if sw.split is not Split.train:
         return f"{sw.id} is a {sw.split} task"
-    left = leftover_secrets(row_texts(row))
-    return f"{left} secrets left" if left else None
+    texts = row_texts(row)
+    left = leftover_secrets(texts)
+    if left:
+        return f"{left} secrets left"
+    unquoted = unquoted_instructions(texts)
+    return f"{unquoted} flagged instructions outside quotes" if unquoted else None

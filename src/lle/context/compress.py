@@ -14,6 +14,7 @@ but it does need to know that it has been looping.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from lle.core import ActionStatus, Step
@@ -49,24 +50,106 @@ def is_decision_point(step: Step, *, last: bool = False) -> bool:
     )
 
 
+# --- quoted untrusted text ------------------------------------------------------------------------------
+# Hygiene stores tool output that carries instruction-like text as a quoted block (see
+# `lle.governance.hygiene.quote_untrusted`). A cut through its closing marker would leave the
+# instruction standing in the prompt as if the harness had written it, so every cut here happens
+# inside a quote, never through its markers: a block cut short is closed again, a tail that starts
+# inside one is opened again with its source. A block too short to cut inside is kept as its markers
+# around an ellipsis, which may exceed the limit by their length: the quoting is not negotiable.
+
+QUOTE_OPEN = re.compile(r"<<untrusted source=[^>\n]*>>")
+"""The opening marker of a quoted block (its source after `source=`)."""
+QUOTE_CLOSE = "<<end>>"
+QUOTE_TAIL = "\n" + QUOTE_CLOSE
+"""What ends a block: the body's last line, then the closing marker on its own line."""
+
+
+@dataclass(frozen=True)
+class QuoteSpan:
+    """One quoted block of a text: `start` (its opening marker) ≤ `body` < `body_end` ≤ `end`; an
+    unclosed block (cut by an older version) runs to the end of the text with `closed` False."""
+
+    start: int
+    body: int
+    body_end: int
+    end: int
+    closed: bool
+
+
+def quote_spans(text: str) -> list[QuoteSpan]:
+    """The quoted blocks of `text`, in order."""
+    spans, pos = [], 0
+    while (opened := QUOTE_OPEN.search(text, pos)) is not None:
+        close = text.find(QUOTE_CLOSE, opened.end())
+        if close < 0:
+            spans.append(QuoteSpan(opened.start(), opened.end(), len(text), len(text), False))
+            break
+        body_end = close - 1 if text[close - 1: close] == "\n" else close
+        spans.append(QuoteSpan(opened.start(), opened.end(), body_end, close + len(QUOTE_CLOSE), True))
+        pos = close + len(QUOTE_CLOSE)
+    return spans
+
+
+def outside_quotes(text: str) -> str:
+    """`text` with every quoted block left out: what speaks with the voice of whoever wrote the text."""
+    spans = quote_spans(text)
+    cuts = [0, *(i for span in spans for i in (span.start, span.end)), len(text)]
+    return "".join(text[cuts[i]:cuts[i + 1]] for i in range(0, len(cuts), 2))
+
+
+def _closed(text: str) -> str:
+    """`text` with an unclosed block (cut by an older version) closed."""
+    spans = quote_spans(text)
+    return text + QUOTE_TAIL if spans and not spans[-1].closed else text
+
+
+def _head(text: str, cut: int, spans: list[QuoteSpan], ellipsis: str) -> str:
+    """`text[:cut]` + `ellipsis`, cut inside the block that `cut` falls in and closed again."""
+    for span in spans:
+        if span.start < cut < span.end:
+            keep = max(span.body, min(span.body_end, cut - len(ellipsis) - len(QUOTE_TAIL)))
+            return text[:keep] + ellipsis + QUOTE_TAIL
+    return text[:cut] + ellipsis
+
+
+def _tail(text: str, start: int, spans: list[QuoteSpan]) -> str:
+    """`text[start:]`, opened again with its source when `start` falls inside a block."""
+    for span in spans:
+        if span.start < start < span.end:
+            if start >= span.body_end:  # inside its closing marker: the tail begins after the block
+                return text[span.end:]
+            return text[span.start:span.body] + "\n" + text[max(start, span.body):]
+    return text[start:]
+
+
 def clip_end(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters with an ellipsis (where only the start matters)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """`text` cut to `limit` characters with an ellipsis (where only the start matters); quoted
+    untrusted text is cut inside its quote, and stays quoted."""
+    if len(text) <= limit:
+        return _closed(text)
+    return _closed(_head(text, max(limit - 1, 0), quote_spans(text), "…"))
 
 
 def shorten_middle(text: str, max_chars: int) -> str:
     """`text` with its middle replaced by a marker when it is longer than `max_chars`.
 
     The head usually says what the output is and the tail how it ended (errors, totals), so
-    both ends are kept.
+    both ends are kept; quoted untrusted text on either side stays quoted.
     """
     if len(text) <= max_chars:
-        return text
+        return _closed(text)
+    spans = quote_spans(text)
     marker = f" …[{len(text) - max_chars} chars omitted]… "
     keep = max(max_chars - len(marker), 0)
     head = (keep + 1) // 2
     tail = keep - head
-    return text[:head] + marker + (text[len(text) - tail:] if tail else "")
+    head_text = _head(text, head, spans, "")
+    tail_text = _tail(text, len(text) - tail, spans) if tail else ""
+    if len(head_text) + len(tail_text) > keep:  # a quote reopened or closed again costs its markers
+        tail_text = _tail(text, min(len(text), len(text) - tail + len(head_text) + len(tail_text) - keep), spans)
+    omitted = max(len(text) - len(head_text) - len(tail_text), 0)
+    return _closed(head_text + f" …[{omitted} chars omitted]… " + tail_text)
 
 
 def _action_key(step: Step) -> str:

@@ -124,7 +124,7 @@ def _growth(db: Store, config: RunConfig) -> dict[int, dict[str, int]]:
 
 def results(folder: Path, config: RunConfig) -> RunResults:
     out = RunResults(config)
-    from lle.flywheel.poison import INJECTION_MARK, PREFERENCE_MARK
+    from lle.flywheel.poison import poisoned_items
 
     for strategy, db_name in [("none", "baseline"), *[(s, s) for s in config.strategies if s != "none"]]:
         path = strategy_db(folder, db_name)
@@ -145,14 +145,7 @@ def results(folder: Path, config: RunConfig) -> RunResults:
             out.growth[strategy] = _growth(db, config)
             out.revocations[strategy] = db.list_revocations()
             out.revoked[strategy] = len(out.revocations[strategy])
-            texts = [(i.carrier.value, str(i.content).lower()) for i in active]
-            out.poison[strategy] = {
-                f"{carrier}:injected": sum(1 for c, t in texts if c == carrier and INJECTION_MARK.lower() in t)
-                for carrier in (CarrierKind.memory.value, CarrierKind.rules.value, CarrierKind.skills.value)
-            } | {
-                f"{carrier}:preference": sum(1 for c, t in texts if c == carrier and PREFERENCE_MARK in t)
-                for carrier in (CarrierKind.memory.value, CarrierKind.rules.value, CarrierKind.skills.value)
-            }
+            out.poison[strategy] = poisoned_items(db)  # every carrier, the dataset's rows included
     return out
 
 

@@ -34,6 +34,7 @@ from pydantic import JsonValue
 
 import lle
 from lle import registry
+from lle.context.compress import QUOTE_TAIL
 from lle.core import Experience, SmallWorld, Split, canonical_json
 from lle.governance.pii import PLACEHOLDERS, carries_untrusted_instruction, find_instructions, redact
 from lle.worlds.base import TaskFamily
@@ -62,7 +63,7 @@ def quote_untrusted(text: str, source: str) -> str:
     """`text` as a clearly delimited block of data from `source`; delimiters inside it are neutralised."""
     safe_source = re.sub(r"[^\w.:/@-]", "_", source)[:80] or "unknown"
     body = _DELIMITER.sub("< <", text)
-    return f"<<untrusted source={safe_source}>>\n{body}\n<<end>>"
+    return f"<<untrusted source={safe_source}>>\n{body}{QUOTE_TAIL}"  # the markers `compress` cuts around
 
 
 # --- scrubbing an experience ---------------------------------------------------------------------------
