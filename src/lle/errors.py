@@ -42,6 +42,14 @@ class NewerSchemaError(StoreError):
     """The store was written by a newer lle; this version may read it but never writes to it."""
 
 
+class ReadOnlyStoreError(StoreError):
+    """The store's file, folder or disk cannot be written: it is opened for reading only."""
+
+
+class DiskFullError(StoreError):
+    """A write failed because the disk is full; the transaction was rolled back whole."""
+
+
 class LedgerImmutableError(StoreError):
     """An attempt to change or delete a ledger row; append a revocation instead."""
 

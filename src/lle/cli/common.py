@@ -11,6 +11,9 @@ from rich.console import Console
 from lle import workspace
 from lle.store import Store
 
+MAX_ROWS = 1_000_000_000
+"""Upper bound of `--limit`/`--offset`: past it SQLite's 64-bit integers overflow (and no store is that big)."""
+
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from lle.cli.common import console, err_console, open_store, print_json
+from lle.cli.common import MAX_ROWS, console, err_console, open_store, print_json
 from lle.context.builder import for_policy
 from lle.core import Experience, Levers, Limits, Split
 from lle.errors import InvalidInputError
@@ -104,8 +104,8 @@ def resume(
 @app.command("list")
 def list_(
     unfinished: bool = typer.Option(False, "--unfinished", help="Only episodes that can be resumed."),
-    limit: int = typer.Option(50, min=1),
-    offset: int = typer.Option(0, min=0),
+    limit: int = typer.Option(50, min=1, max=MAX_ROWS),
+    offset: int = typer.Option(0, min=0, max=MAX_ROWS),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """List episodes in start order, with their committed steps and whether they finished."""

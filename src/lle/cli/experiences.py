@@ -12,7 +12,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from lle.cli.common import console, open_store, print_json
+from lle.cli.common import MAX_ROWS, console, open_store, print_json
 from lle.core import Experience
 from lle.errors import InvalidInputError
 
@@ -21,8 +21,8 @@ app = typer.Typer(help="Recorded experiences.", no_args_is_help=True)
 
 @app.command("list")
 def list_(
-    limit: int = typer.Option(50, min=1),
-    offset: int = typer.Option(0, min=0),
+    limit: int = typer.Option(50, min=1, max=MAX_ROWS),
+    offset: int = typer.Option(0, min=0, max=MAX_ROWS),
     world: str | None = typer.Option(None, help="Only this world id."),
     split: str | None = typer.Option(None, help="train, dev or test."),
     outcome: str | None = typer.Option(None, help="pass, fail or unknown."),
@@ -120,6 +120,9 @@ def _read_experiences(path: Path) -> list[Experience]:
         text = sys.stdin.read() if str(path) == "-" else path.read_text()
     except OSError as err:
         raise InvalidInputError(f"cannot read {path}: {err.strerror}; check the path") from err
+    except UnicodeDecodeError as err:
+        raise InvalidInputError(f"{path} is not UTF-8 text (byte {err.start}); give a JSON or JSONL file of "
+                                "experiences, as `lle experiences export` writes") from err
     stripped = text.strip()
     try:
         if stripped.startswith("["):

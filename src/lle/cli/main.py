@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -60,13 +62,33 @@ def root(
     settings.workspace = workspace
 
 
+def _fail(message: str, code: int = 2) -> NoReturn:
+    # One line, naming the input and the fix; the stored data was not touched.
+    err_console.print(f"[red]error:[/red] {' '.join(message.split())}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
 def main() -> None:
     try:
-        app()
+        code = app(standalone_mode=False)  # usage errors come back here, to be printed as one line too
     except LleError as err:
-        # One line, naming the input and the fix; the stored data was not touched.
-        err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
-        sys.exit(err.exit_code)
+        _fail(str(err), err.exit_code)
+    except typer.Abort:
+        _fail("interrupted", 130)
+    except typer.TyperException as err:  # typer's click errors: a bad option, a missing argument, …
+        ctx = getattr(err, "ctx", None)
+        if type(err).__name__ == "NoArgsIsHelpError":  # `lle` alone: the help, as before
+            print(err.format_message(), file=sys.stderr)
+            sys.exit(err.exit_code)
+        where = f"`{ctx.command_path} --help`" if ctx is not None else "`lle --help`"
+        _fail(f"{err.format_message().rstrip('.')}; see {where}", err.exit_code)
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        # A file written outside the store (a report, an export): the store's own writes say this themselves.
+        _fail(f"the disk is full while writing {err.filename or 'a file'}; free space and run the same command "
+              "again (resume continues)")
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

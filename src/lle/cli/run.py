@@ -11,7 +11,7 @@ from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lle.cli.common import console, print_json, settings
+from lle.cli.common import console, err_console, print_json, settings
 from lle.core import RunConfig, Step, Update
 from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
@@ -21,6 +21,10 @@ from lle.flywheel.strategies import STRATEGIES, check_strategy
 from lle.policies import doctor
 
 runs_app = typer.Typer(help="Flywheel runs.", no_args_is_help=True)
+
+# Bounds of the numeric options: past them a run would not end in any useful time (drawing a billion
+# small worlds hangs silently), so typer refuses them at once and says the bound.
+MAX_ROUNDS, MAX_TASKS, MAX_WORKERS, MAX_STEPS = 1_000, 100_000, 256, 10_000
 
 
 def _print_table(rows: list[dict[str, object]]) -> None:
@@ -71,13 +75,13 @@ def run(
     base_url: str | None = typer.Option(None, "--base-url", help="Server of an openai:NAME model (or LLE_BASE_URL)."),
     strategy: str = typer.Option("lle", "--strategy", help=f"One of {', '.join(STRATEGIES)}."),
     compare: bool = typer.Option(False, "--compare", help="Run none, raw and lle side by side."),
-    rounds: int = typer.Option(2, "--rounds", min=1),
-    train: int | None = typer.Option(None, "--train", min=1, help="Train small worlds per round (default: the "
-                                     "suite's)."),
-    eval_tasks: int | None = typer.Option(None, "--eval", min=1, help="Dev small worlds evaluated each round "
-                                          "(default: the suite's)."),
-    workers: int = typer.Option(2, "--workers", min=1),
-    max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Default: the suite's."),
+    rounds: int = typer.Option(2, "--rounds", min=1, max=MAX_ROUNDS),
+    train: int | None = typer.Option(None, "--train", min=1, max=MAX_TASKS, help="Train small worlds per round "
+                                     "(default: the suite's)."),
+    eval_tasks: int | None = typer.Option(None, "--eval", min=1, max=MAX_TASKS, help="Dev small worlds evaluated "
+                                          "each round (default: the suite's)."),
+    workers: int = typer.Option(2, "--workers", min=1, max=MAX_WORKERS),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, max=MAX_STEPS, help="Default: the suite's."),
     seed: int = typer.Option(0, "--seed"),
     quick: bool = typer.Option(False, "--quick", help="A small run (1 round, 4 train, 4 eval, 4 steps an episode)."),
     scenario: str | None = typer.Option(None, "--scenario", help="poison: inject instructions and preferences."),
@@ -155,7 +159,10 @@ def report_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> No
 @runs_app.command("list")
 def runs_list(as_json: bool = typer.Option(False, "--json")) -> None:
     """Runs in this workspace."""
-    runs = loop.list_runs(settings.workspace)
+    damaged: list[str] = []
+    runs = loop.list_runs(settings.workspace, damaged)
+    for line in damaged:  # the others are still listed; the damaged ones named on stderr
+        err_console.print(f"[yellow]warning:[/yellow] {line}", highlight=False, soft_wrap=True)
     if as_json:
         print_json(runs)
         return

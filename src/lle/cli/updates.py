@@ -7,8 +7,11 @@ import getpass
 import typer
 from rich.table import Table
 
-from lle.cli.common import console, open_store, print_json
+from lle import registry
+from lle.cli.common import MAX_ROWS, console, open_store, print_json
+from lle.errors import InvalidInputError
 from lle.governance import lineage
+from lle.store import Store
 
 app = typer.Typer(help="Carrier updates: every routing decision, with its gate and reasons.", no_args_is_help=True)
 
@@ -17,8 +20,8 @@ app = typer.Typer(help="Carrier updates: every routing decision, with its gate a
 def list_(
     carrier: str | None = typer.Option(None, help="Only this carrier (memory, rules, …)."),
     rejected: bool = typer.Option(False, "--rejected", help="Only rejections (what did not get in, and why)."),
-    limit: int = typer.Option(50, min=1),
-    offset: int = typer.Option(0, min=0),
+    limit: int = typer.Option(50, min=1, max=MAX_ROWS),
+    offset: int = typer.Option(0, min=0, max=MAX_ROWS),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """List updates, oldest first."""
@@ -34,6 +37,15 @@ def list_(
     console.print(table)
 
 
+def _known_world(db: Store, world: str) -> None:
+    """A revocation is permanent: one of a mistyped world would sit in the ledger, revoking nothing."""
+    if world in registry.ids() or db.list_experiences(world=world, limit=1):
+        return
+    raise InvalidInputError(f"world {world!r} is not registered and has no experiences in this store, so its "
+                            "revocation would revoke nothing, forever; check the id with `lle worlds list` "
+                            "(or `lle experiences list --world ID`)")
+
+
 def revoke(
     target: str = typer.Argument(..., help="An id (exp_, evd_, upd_, itm_) or a source: world:ID[@VERSION], "
                                       "model:NAME, time:START..END."),
@@ -44,6 +56,8 @@ def revoke(
 ) -> None:
     """Revoke a record or a whole source, and everything derived from it: appends one revocation row."""
     with open_store() as db:
+        if target.startswith("world:"):
+            _known_world(db, target.removeprefix("world:").split("@", 1)[0])
         rev = lineage.revoke(db, target, reason, author or getpass.getuser(), dry_run=dry_run)
     if as_json:
         print_json({"dry_run": dry_run, **rev.model_dump(mode="json")})

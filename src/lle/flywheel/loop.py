@@ -64,9 +64,17 @@ def load_config(run_id: str, workspace: str | Path | None = None) -> RunConfig:
     if not path.exists():
         raise InvalidInputError(f"no run {run_id!r} in {runs_dir(workspace)}; list runs with `lle runs list`")
     try:
-        return RunConfig.model_validate_json(path.read_text())
-    except ValueError as err:
-        raise InvalidInputError(f"{path} is not a run config ({err}); it was edited by hand or is damaged") from err
+        config = RunConfig.model_validate_json(path.read_text())
+    except ValueError as err:  # also bytes that are not UTF-8
+        first = str(err).splitlines()[0]
+        raise InvalidInputError(f"{path} is not a run config ({first}); it was edited by hand or is damaged: "
+                                "restore it from a backup, or start a new run") from err
+    for db in sorted(path.parent.glob("*.db")):
+        if db.stat().st_size == 0:  # SQLite would take it for a new store, and the strategy would start over
+            raise InvalidInputError(f"{db} is empty (0 bytes): this run's store is damaged; restore it from a "
+                                    f"backup, or move it aside (`mv {db} {db}.damaged`) to run that strategy "
+                                    "again from the start")
+    return config
 
 
 def strategy_db(folder: Path, strategy: str) -> Path:
@@ -75,7 +83,7 @@ def strategy_db(folder: Path, strategy: str) -> Path:
 
 def model_path(config: RunConfig) -> str | None:
     """The GGUF behind the run's model, so workers count tokens with the model's own tokenizer."""
-    if config.model == "oracle":
+    if config.model == "oracle" or config.model.startswith("openai:"):  # a server's model: no local file
         return None
     if config.model.endswith(".gguf"):
         return config.model
@@ -244,10 +252,18 @@ def episode_finished(step: Step) -> bool:
     return stop_of(step) is not None
 
 
-def list_runs(workspace: str | Path | None = None) -> list[dict[str, object]]:
+def list_runs(workspace: str | Path | None = None, damaged: list[str] | None = None) -> list[dict[str, object]]:
+    """The runs whose config reads back; each damaged one is named in `damaged` (when given), not listed."""
     out = []
     for path in sorted(runs_dir(workspace).glob("*/config.json")):
-        config = json.loads(path.read_text())
+        try:
+            config = json.loads(path.read_text())
+            config = {key: config[key] for key in ("id", "suite", "model", "strategies", "rounds")}
+        except (ValueError, TypeError, KeyError, OSError) as err:
+            if damaged is not None:
+                damaged.append(f"run {path.parent.name} is damaged ({path} is not a run config: "
+                               f"{type(err).__name__}); restore it from a backup or remove that run folder")
+            continue
         done = path.parent / "finished_at"
         out.append({"id": config["id"], "suite": config["suite"], "model": config["model"],
                     "strategies": config["strategies"], "rounds": config["rounds"],

@@ -68,6 +68,9 @@ class ScriptedPolicy:
             text = path.read_text()
         except OSError as err:
             raise InvalidInputError(f"cannot read the script {path}: {err.strerror}; check the path") from err
+        except UnicodeDecodeError as err:
+            raise InvalidInputError(f"the script {path} is not UTF-8 text (byte {err.start}); give a JSON list or "
+                                    "JSONL of {tool, args} action objects") from err
         stripped = text.strip()
         docs: list[Any] = []
         if stripped.startswith("["):

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import struct
 import threading
 from collections.abc import Iterable, Iterator
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import apsw
 
@@ -32,7 +34,15 @@ from lle.core import (
     canonical_json,
     utcnow,
 )
-from lle.errors import InvalidInputError, NewerSchemaError, NotAStoreError, StoreError, UnknownIdError
+from lle.errors import (
+    DiskFullError,
+    InvalidInputError,
+    NewerSchemaError,
+    NotAStoreError,
+    ReadOnlyStoreError,
+    StoreError,
+    UnknownIdError,
+)
 from lle.store import blobs, trajectory
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -79,21 +89,53 @@ class Store:
         self._writer: int | None = None  # thread holding the open write transaction
         _check_file(self.path)
         try:
-            self.conn = apsw.Connection(str(self.path))
+            self.conn = self._connect()
             self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
             self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.schema_version = self._applied_version()
             self.latest_version = len(migrations())
-            self.writable = self.schema_version <= self.latest_version
+            self.read_only = bool(self.conn.readonly("main"))
+            self.writable = self.schema_version <= self.latest_version and not self.read_only
             if self.writable and self.schema_version < self.latest_version:
                 self._migrate()
         except (apsw.NotADBError, apsw.CorruptError) as err:
             raise NotAStoreError(
                 f"{self.path} is not a readable lle store ({err}); move it aside or use another --workspace"
             ) from err
+        except (apsw.FullError, apsw.IOError) as err:
+            raise self._disk_error(err) from err
 
     # --- opening and migrating --------------------------------------------------------------------
+
+    def _connect(self) -> apsw.Connection:
+        """Open for writing; on a read-only file, folder or disk, open for reading only.
+
+        SQLite falls back to read-only by itself for a write-protected file, but a WAL store also needs
+        its `-shm` beside it: in a folder nobody can write, that cannot be made, so the file is opened
+        `immutable` — safe there, since nothing can write it either."""
+        conn = apsw.Connection(str(self.path))
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # the first read opens the files
+            return conn
+        except apsw.CantOpenError:
+            conn.close()
+            if os.access(self.path.parent, os.W_OK):
+                raise
+        if not self.path.exists():
+            raise ReadOnlyStoreError(f"cannot create the store {self.path}: its folder or disk is read-only; "
+                                     "pass --workspace DIR on a writable disk")
+        uri = f"file:{quote(str(self.path.absolute()))}?immutable=1"
+        return apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+
+    def _disk_error(self, err: apsw.Error) -> StoreError:
+        """A failed write as one line: a full disk (or an I/O error on a nearly full one) says how to go on."""
+        free = shutil.disk_usage(self.path.parent).free if self.path.parent.exists() else 0
+        if isinstance(err, apsw.FullError) or free < (1 << 20):
+            return DiskFullError(f"the disk is full while writing {self.path} (nothing of this write was kept); "
+                                 "free space and run the same command again (resume continues)")
+        return StoreError(f"a disk I/O error while writing {self.path} ({err}; nothing of this write was kept); "
+                          "check the disk (`dmesg`), then run the same command again (resume continues)")
 
     def _applied_version(self) -> int:
         tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -133,6 +175,10 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[None]:
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"{self.path} is read-only (its file, folder or disk cannot be written), and this command writes; "
+                "make it writable or copy the workspace and pass --workspace COPY (reading commands work as is)")
         if not self.writable:
             raise NewerSchemaError(
                 f"{self.path} was written by a newer lle (schema {self.schema_version} > {self.latest_version}); "
@@ -146,12 +192,16 @@ class Store:
         self._writer = threading.get_ident()
         try:
             yield
-        except BaseException:
-            self.conn.execute("ROLLBACK TO lle_nested; RELEASE lle_nested" if nested else "ROLLBACK")
+            # COMMIT too may hit a full disk: it then leaves the transaction open, to be rolled back here.
+            self.conn.execute("RELEASE lle_nested" if nested else "COMMIT")
+        except BaseException as err:
+            if self.conn.in_transaction:  # SQLite rolls back by itself on some errors
+                self.conn.execute("ROLLBACK TO lle_nested; RELEASE lle_nested" if nested else "ROLLBACK")
+            if isinstance(err, (apsw.FullError, apsw.IOError)) and not nested:
+                raise self._disk_error(err) from err
             raise
         finally:
             self._writer = self._writer if nested else None
-        self.conn.execute("RELEASE lle_nested" if nested else "COMMIT")
 
     def transaction(self) -> AbstractContextManager[None]:
         """One write transaction (`BEGIN IMMEDIATE` … `COMMIT`); the store's writes inside it join it."""
