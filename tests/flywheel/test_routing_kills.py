@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from routing_child import route_all
 
 KILLS = 50
-CHAIN = 5
+CHAIN = 8
 """Kills in a row on one copy of the store (each resume killed in turn), then a resume left to finish."""
 IDS = re.compile(r"\b(exp|evd|upd|itm|rev)_[0-9A-Z]{26}\b")
 
@@ -59,18 +59,18 @@ def fork_route(flywheel: Flywheel, db_path: Path) -> multiprocessing.process.Bas
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Flywheel]:
-    """A store of 8 assessed toy episodes (real world, real verifiers), none routed yet."""
+    """A store of 6 assessed toy episodes (real world, real verifiers), none routed yet."""
     folder = tmp_path_factory.mktemp("routing")
     base = folder / "base.db"
     family = KeysFamily()
     with Store(base) as db:
-        for seed in range(8):
+        for seed in range(6):
             sw = family.small_world(Split.train, seed)
             run_episode(sw, ScriptedPolicy(oracle_actions(sw)), store=db, assess=assess_experience)
     os.environ["LLE_EMBEDDING_MODEL"] = str(folder / "no-model.onnx")  # BM25 only, in every child
     ContaminationIndex.from_registry()  # built once here, inherited by every forked child
     config = RunConfig.model_validate({"suite": "toy", "model": "oracle", "strategies": ["lle"], "rounds": 1,
-                                       "train_per_round": 8, "eval_tasks": 1, "workers": 1})
+                                       "train_per_round": 6, "eval_tasks": 1, "workers": 1})
     return base, Flywheel(config, folder / "ws")
 
 
@@ -85,7 +85,7 @@ def test_routing_survives_kills_at_random_points_exactly_once(batch: tuple[Path,
     full = time.monotonic() - started
     assert child.exitcode == 0
     expected = carriers(reference)
-    assert expected[0] and expected[3] == 8, "the batch reached memory (and the other carriers)"
+    assert expected[0] and expected[3] == 6, "the batch reached memory (and the other carriers)"
 
     rng = random.Random(7)
     kills = chains = 0
@@ -110,3 +110,4 @@ def test_routing_survives_kills_at_random_points_exactly_once(batch: tuple[Path,
                                         f"{list((found[1] - expected[1]).elements())[:2]})"
         assert found[2:] == expected[2:]
         chains += 1
+    print(f"\n{kills} SIGKILLs in {chains} chains, batch routed in {full:.2f} s unkilled: carriers equal every time")

@@ -116,6 +116,7 @@ def test_the_poison_count_includes_dataset_rows(poisoned_toy: tuple[Store, list[
     for carrier in CarrierKind:
         assert f"{carrier.value}:injected" in counts and f"{carrier.value}:preference" in counts
     assert counts["dataset:injected"] == 2, counts  # the two admitted episodes saw the injection (quoted)
+    assert counts["dataset:injected_unquoted"] == counts["memory:injected_unquoted"] == 0, counts
     memories = [i for i in store.carrier_items(CarrierKind.memory.value) if poison.INJECTION_MARK in str(i.content)]
     assert counts["memory:injected"] == len(memories)
 
