@@ -18,7 +18,8 @@ from lle.carriers.skill_mining import used_skills
 from lle.carriers.skills import SkillLibrary, SkillState
 from lle.core import Outcome, RunConfig, Split, UpdateOp
 from lle.flywheel import loop, report
-from lle.flywheel.evaluate import table, wilson
+from lle.flywheel.evaluate import table
+from lle.flywheel.verdict import wilson
 from lle.governance.lineage import revoke
 from lle.store import Store
 

@@ -6,29 +6,16 @@ worlds' own anchors); `unknown` counts as not solved. Intervals are Wilson score
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lle.core import CarrierKind, Revocation, RunConfig, UpdateOp
 from lle.flywheel.loop import strategy_db
-from lle.flywheel.verdict import Verdict, paired_verdict
+from lle.flywheel.verdict import Verdict, paired_verdict, wilson
 from lle.governance.lineage import active_items
 from lle.store import Store
 from lle.store import flywheel as flywheel_store
-
-Z95 = 1.959964
-
-
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """95 % Wilson score interval of a proportion; (0, 1) when there is no sample."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass

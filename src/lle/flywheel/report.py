@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 
 from lle.core import RunConfig
-from lle.flywheel.evaluate import RunResults, paired_verdicts, table, wilson
+from lle.flywheel.evaluate import RunResults, paired_verdicts, table
 from lle.flywheel.suite import SNAPSHOT
+from lle.flywheel.verdict import wilson
 from lle.workspace import resolve
 
 

@@ -36,7 +36,11 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail / (1 << n))  # exact integer division: no overflow for large n
 
 
-def _wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+Z95 = 1.959964
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """95 % Wilson score interval of a proportion; (0, 1) when there is no sample."""
     if n == 0:
         return 0.0, 1.0
     p = successes / n
@@ -51,8 +55,8 @@ def newcombe_paired(both: int, b: int, c: int, neither: int) -> tuple[float, flo
     if n == 0:
         return -1.0, 1.0
     p1, p2 = (both + b) / n, (both + c) / n
-    l1, u1 = _wilson(both + b, n)
-    l2, u2 = _wilson(both + c, n)
+    l1, u1 = wilson(both + b, n)
+    l2, u2 = wilson(both + c, n)
     denominator = (both + b) * (c + neither) * (both + c) * (b + neither)
     phi = (both * neither - b * c) / math.sqrt(denominator) if denominator else 0.0
     delta = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
