@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: run test lint setup sandbox-deps bench clean
+.PHONY: run test lint setup sandbox-deps system-deps bench clean
 
 # llama.cpp is built portably: no -march=native, no AVX-512 or AMX code paths, so the wheel runs on any
 # x86-64 CPU with AVX2 whatever machine built it. pip's own wheel cache keys on the sdist, not on
@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml $(LLAMA_WHEELS)/FLAGS
 	# build with other flags already in this .venv (same version, so pip would keep it) is replaced.
 	$(BIN)/python -m pip install --quiet --force-reinstall --no-deps --no-index --find-links $(LLAMA_WHEELS) \
 	  'llama-cpp-python==$(LLAMA_VERSION)'
-	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -e '.[dev,llama]'
+	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -e '.[dev,llama,postgres,ray]'
 	cp $(LLAMA_WHEELS)/FLAGS $(VENV)/llama-build-flags
 	rm -f $(VENV)/.installed-* && touch $@
 
@@ -52,10 +52,22 @@ sandbox-deps:
 	  || echo "could not install bubblewrap; sandboxed tests will be skipped (fix: sudo apt-get install bubblewrap)"; \
 	else echo "bubblewrap is missing; sandboxed tests will be skipped (fix: sudo apt-get install bubblewrap)"; fi
 
+# The tests also need a real PostgreSQL (a throwaway server per test session) and a real browser (Playwright
+# drives Debian's chromium; `playwright install` cannot download one offline).
+system-deps: sandbox-deps
+	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing$$missing (apt-get)"; \
+	  (apt-get install -y -q $$missing >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null)) \
+	  || echo "could not install$$missing; the tests that need them will be skipped (fix: sudo apt-get install$$missing)"; \
+	else echo "missing:$$missing; the tests that need them will be skipped (fix: sudo apt-get install$$missing)"; fi
+
 run: $(STAMP) sandbox-deps
 	$(BIN)/lle run --quick
 
-test: $(STAMP) sandbox-deps
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -1,4 +1,4 @@
-"""`lle run`, `lle report`, `lle runs list`: the flywheel from the command line."""
+"""`lle run`: the flywheel from the command line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from lle.cli.common import console, err_console, print_json, settings
+from lle.cli.common import console, print_json, settings
 from lle.core import RunConfig, Step, Update
 from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
@@ -20,14 +20,12 @@ from lle.flywheel.evaluate import paired_verdicts, table
 from lle.flywheel.strategies import STRATEGIES, check_strategy
 from lle.policies import doctor
 
-runs_app = typer.Typer(help="Flywheel runs.", no_args_is_help=True)
-
 # Bounds of the numeric options: past them a run would not end in any useful time (drawing a billion
 # small worlds hangs silently), so typer refuses them at once and says the bound.
 MAX_ROUNDS, MAX_TASKS, MAX_WORKERS, MAX_STEPS = 1_000, 100_000, 256, 10_000
 
 
-def _print_table(rows: list[dict[str, object]]) -> None:
+def print_table(rows: list[dict[str, object]]) -> None:
     # Short headers, no borders, tokens per solved task left to the report and --json: the table fits
     # 80 columns (a pipe, a CI log) without folding a world id.
     out = Table(title="Held-out success (dev small worlds)", box=box.SIMPLE, pad_edge=False)
@@ -44,7 +42,7 @@ def _print_table(rows: list[dict[str, object]]) -> None:
                       + " held-out episodes (a safety cap, not a failure: left out of the rates)", highlight=False)
 
 
-def _print_verdicts(rows: list[dict[str, object]]) -> None:
+def print_verdicts(rows: list[dict[str, object]]) -> None:
     """The paired verdict (held-out tasks, task by task, exact McNemar): a small table, then its sentences."""
     if not rows:
         return
@@ -138,36 +136,6 @@ def run(
         print_json({"run": config.id, "report": str(page), "table": rows, "verdict": verdicts,
                     "carriers": res.carriers, "poison": res.poison})
         return
-    _print_table(rows)
-    _print_verdicts(verdicts)
+    print_table(rows)
+    print_verdicts(verdicts)
     console.print(f"report: {page}", highlight=False)
-
-
-def report_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
-    """Rebuild a run's report from its stores and print its table."""
-    res = report.load_results(run_id, settings.workspace)
-    page = report.write_report(res, settings.workspace)
-    verdicts = [v.row() for v in paired_verdicts(loop.run_folder(run_id, settings.workspace), res.config)]
-    if as_json:
-        print_json({"run": run_id, "report": str(page), "table": table(res), "verdict": verdicts})
-        return
-    _print_table(table(res))
-    _print_verdicts(verdicts)
-    console.print(f"report: {page}", highlight=False)
-
-
-@runs_app.command("list")
-def runs_list(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Runs in this workspace."""
-    damaged: list[str] = []
-    runs = loop.list_runs(settings.workspace, damaged)
-    for line in damaged:  # the others are still listed; the damaged ones named on stderr
-        err_console.print(f"[yellow]warning:[/yellow] {line}", highlight=False, soft_wrap=True)
-    if as_json:
-        print_json(runs)
-        return
-    out = Table("id", "suite", "model", "strategies", "rounds", "finished")
-    for r in runs:
-        out.add_row(str(r["id"]), str(r["suite"]), str(r["model"]), ",".join(r["strategies"]),  # type: ignore[arg-type]
-                    str(r["rounds"]), str(r["finished_at"] or "no (resume with lle run --resume ID)"))
-    console.print(out)
