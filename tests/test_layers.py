@@ -33,7 +33,7 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("lle.router",),
     ("lle.train", "lle.population"),  # not written yet: their place is kept
     ("lle.flywheel",),
-    ("lle.cli", "lle.server"),  # lle.server: not written yet
+    ("lle.cli", "lle.viewer", "lle.gateway"),  # the viewer and the gateway: servers beside the CLI
 )
 """Floors, bottom first: a package imports from its own floor and those below, never above."""
 
