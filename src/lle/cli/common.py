@@ -1,21 +1,37 @@
-"""What every CLI module shares: the workspace option's value, JSON output, the store."""
+"""What every CLI module shares: the workspace option's value, JSON output, the store (the workspace's
+or a run's), ids by prefix, and consoles that print data as it is."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from lle import workspace
+from lle.errors import InvalidInputError
 from lle.store import Store
+from lle.viewer import lookup
 
 MAX_ROWS = 1_000_000_000
 """Upper bound of `--limit`/`--offset`: past it SQLite's 64-bit integers overflow (and no store is that big)."""
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True)
+# Data is printed as it is: no markup (`[refunded]` would vanish), no emoji codes (`sql/shop-v1:train:54`
+# would show a train), no highlighting. Style comes only from `Text` objects built on purpose (`styled`).
+console = Console(soft_wrap=True, markup=False, emoji=False, highlight=False)
+err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+
+RunOption = Annotated[str | None, typer.Option(
+    "--run", metavar="RUN|latest", help="Read this flywheel run's store (an id, a unique prefix, or latest) "
+                                        "instead of the workspace's own.")]
+StrategyOption = Annotated[str | None, typer.Option(
+    "--strategy", help="With --run: which strategy's store (lle, raw, none); default lle if it ran, else the first.")]
+WideOption = Annotated[bool, typer.Option("--wide", help="Never wrap a cell: one line per row (for wide terminals "
+                                                         "and grep).")]
 
 
 @dataclass
@@ -26,8 +42,47 @@ class Settings:
 settings = Settings()
 
 
-def open_store() -> Store:
-    return workspace.open_store(settings.workspace)
+def open_store(run: str | None = None, strategy: str | None = None) -> Store:
+    """The workspace's store, or with `run` that run's store of `strategy` (named on stderr, so that
+    stdout stays the data)."""
+    if run is None:
+        if strategy is not None:
+            raise InvalidInputError(f"--strategy {strategy!r} needs --run RUN (a run has one store per strategy); "
+                                    "add --run latest")
+        return workspace.open_store(settings.workspace)
+    found = lookup.run_store(run, strategy, settings.workspace)
+    err_console.print(f"store: {found.describe()}", soft_wrap=True)
+    return found.open()
+
+
+def styled(text: str, style: str) -> Text:
+    """A piece of output with a style, its text taken literally."""
+    return Text(text, style=style)
+
+
+def line(*parts: str | Text) -> Text:
+    """One output line from plain strings (taken literally) and styled pieces."""
+    out = Text()
+    for part in parts:
+        out.append(part)
+    return out
+
+
+def table(*columns: str, wide: bool = False, ids: tuple[str, ...] = ("id",)) -> Table:
+    """A table whose id columns are never cut: folded when narrow, on one line with `wide` (every column)."""
+    out = Table()
+    for name in columns:
+        # An id stays on one line while the terminal allows, and folds (never an ellipsis) when it does not.
+        out.add_column(name, no_wrap=wide or name in ids, overflow="fold")
+    return out
+
+
+def print_table(out: Table, wide: bool = False) -> None:
+    # --wide: the table takes the width it needs, however wide the terminal; otherwise ids fold.
+    if wide:
+        Console(soft_wrap=True, markup=False, emoji=False, highlight=False, width=100_000).print(out, crop=False)
+    else:
+        console.print(out)
 
 
 def print_json(value: Any) -> None:

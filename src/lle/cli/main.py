@@ -7,6 +7,7 @@ import sys
 from typing import NoReturn
 
 import typer
+from rich.text import Text
 
 from lle import __version__
 from lle.cli import carriers, evidence, experiences, models, plugins, schema, store, updates, worlds
@@ -65,7 +66,8 @@ def root(
 
 def _fail(message: str, code: int = 2) -> NoReturn:
     # One line, naming the input and the fix; the stored data was not touched.
-    err_console.print(f"[red]error:[/red] {' '.join(message.split())}", highlight=False, soft_wrap=True)
+    # The console takes text literally (an id like `[refunded]` or `a:train:1` prints intact): style by Text.
+    err_console.print(Text("error:", style="red") + Text(" " + " ".join(message.split())), soft_wrap=True)
     sys.exit(code)
 
 
