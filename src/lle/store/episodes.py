@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-import apsw
 from pydantic import Field, JsonValue
 
 from lle.core import Levers, Limits, PolicyInfo, Record, SmallWorld, canonical_json, utcnow
@@ -63,7 +62,7 @@ def begin_episode(store: Store, record: EpisodeRecord) -> None:
                  canonical_json(record.policy.model_dump(mode="json")), canonical_json(runtime),
                  record.started_at.isoformat()),
             )
-    except apsw.ConstraintError as err:
+    except store.constraint_errors as err:
         raise InvalidInputError(
             f"episode {record.id} (batch {record.batch!r}, key {record.batch_key!r}) is already recorded; "
             "resume it with `lle episodes resume` instead of starting it again"

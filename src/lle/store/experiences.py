@@ -10,6 +10,13 @@ def _ids(store: Store, sql: str, args: tuple[object, ...] = ()) -> list[str]:
     return [str(r[0]) for r in store.conn.execute(sql, args)]
 
 
+def _body_field(store: Store, *keys: str) -> str:
+    """SQL for the text at `keys` inside the JSON `body` column, in the store's dialect."""
+    if store.dialect == "postgres":
+        return "body::jsonb" + "".join(f" -> '{k}'" for k in keys[:-1]) + f" ->> '{keys[-1]}'"
+    return f"json_extract(body, '$.{'.'.join(keys)}')"
+
+
 def all_ids(store: Store) -> list[str]:
     """Every stored experience id, in id order."""
     return _ids(store, "SELECT id FROM experiences ORDER BY id")
@@ -23,14 +30,15 @@ def created_between(store: Store, start: str, end: str) -> list[str]:
 def of_world(store: Store, world: str, version: str | None = None) -> list[str]:
     """Experiences in `world` (at `version`, when given)."""
     if version:
-        return _ids(store, "SELECT id FROM experiences WHERE world = ? AND json_extract(body, '$.world_version') = ?",
-                    (world, version))
+        field = _body_field(store, "world_version")
+        return _ids(store, f"SELECT id FROM experiences WHERE world = ? AND {field} = ?", (world, version))
     return _ids(store, "SELECT id FROM experiences WHERE world = ?", (world,))
 
 
 def of_model(store: Store, model: str) -> list[str]:
     """Experiences whose policy was `model`."""
-    return _ids(store, "SELECT id FROM experiences WHERE json_extract(body, '$.policy.model') = ?", (model,))
+    field = _body_field(store, "policy", "model")
+    return _ids(store, f"SELECT id FROM experiences WHERE {field} = ?", (model,))
 
 
 def latest(store: Store, *, family: str, split: str, outcome: str, verification: list[str], limit: int) -> list[str]:
@@ -54,9 +62,14 @@ def evidence_ids(store: Store, experience_id: str, *, hard_decided: bool = False
 
 def feedback_outcomes(store: Store, kind: str, skill: str) -> list[tuple[str, str]]:
     """(experience id, outcome) of stored experiences with a step whose feedback of `kind` names `skill`."""
+    # instr/strpos first: a cheap text test before the JSON is parsed, on the few steps that name the skill.
+    if store.dialect == "postgres":
+        feedback = ("strpos(s.body, ?) > 0 AND EXISTS (SELECT 1 FROM jsonb_array_elements(coalesce(s.body::jsonb ->"
+                    " 'feedback', '[]'::jsonb)) f WHERE f ->> 'kind' = ? AND f -> 'content' ->> 'skill' = ?)")
+    else:
+        feedback = ("instr(s.body, ?) > 0 AND EXISTS (SELECT 1 FROM json_each(s.body, '$.feedback') f"
+                    " WHERE json_extract(f.value, '$.kind') = ? AND json_extract(f.value, '$.content.skill') = ?)")
     rows = store.conn.execute(
         "SELECT DISTINCT s.experience_id, e.outcome FROM steps s JOIN experiences e ON e.id = s.experience_id"
-        " WHERE instr(s.body, ?) > 0 AND EXISTS (SELECT 1 FROM json_each(s.body, '$.feedback') f"
-        " WHERE json_extract(f.value, '$.kind') = ? AND json_extract(f.value, '$.content.skill') = ?)"
-        " ORDER BY s.experience_id", (skill, kind, skill))
+        f" WHERE {feedback} ORDER BY s.experience_id", (skill, kind, skill))
     return [(str(i), str(o)) for i, o in rows]

@@ -14,6 +14,7 @@ from typing import Any, cast
 import apsw
 
 from lle.core import utcnow
+from lle.store import pg_text
 from lle.store.sqlite import Store
 
 Tokenize = Callable[[bytes], list[tuple[int, int, str]]]
@@ -21,13 +22,20 @@ Tokenize = Callable[[bytes], list[tuple[int, int, str]]]
 
 
 def query_tokenizer(store: Store) -> Tokenize:
-    """The `search` table's own tokenizer (porter over unicode61), in query mode."""
+    """The `search` table's own tokenizer (porter over unicode61), in query mode; on PostgreSQL its
+    text search configuration's stems, asked of the server."""
+    if store.dialect == "postgres":
+        conn = cast(pg_text.PgConnection, store.conn)
+        return lambda data: pg_text.tokenize(conn, data)
     tokenize = store.conn.fts5_tokenizer("porter", ["unicode61"])
     return lambda data: cast(list[tuple[int, int, str]], tokenize(data, apsw.FTS5_TOKENIZE_QUERY, None))
 
 
 def add_row_filter(store: Store, name: str, keep: Callable[[int], bool]) -> None:
     """Make `name(rowid)` callable in `matching_rowids`: FTS rows it rejects are never ranked."""
+    if store.dialect == "postgres":  # no Python inside the server: matching_rowids calls it per row here
+        store.row_filters[name] = keep  # type: ignore[attr-defined]
+        return
     store.conn.create_scalar_function(name, cast(Any, keep), 1)  # apsw types its callbacks loosely
 
 
@@ -39,6 +47,11 @@ def search_rows(store: Store, kind: str, *, after: int) -> list[tuple[int, str]]
 
 def doc_freq(store: Store, match: str, *, cap: int) -> int:
     """Rows of `search` matching the FTS5 expression `match`, counted up to `cap`."""
+    if store.dialect == "postgres":
+        tsquery, args = pg_text.match_query(match)
+        row = store.conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM search WHERE tsv @@ ({tsquery}) LIMIT ?) c",
+                                 (*args, cap)).fetchone()
+        return int(row[0]) if row else 0
     row = store.conn.execute("SELECT count(*) FROM (SELECT 1 FROM search WHERE search MATCH ? LIMIT ?)",
                              (match, cap)).fetchone()
     return int(row[0]) if row else 0
@@ -48,6 +61,20 @@ def matching_rowids(store: Store, match: str, row_filter: str, *, limit: int) ->
     """`search` rowids matching `match` that `row_filter` keeps, best BM25 rank first."""
     # The filter runs per matching row before bm25() is computed, so rows it rejects never
     # crowd the kept ones out of the LIMIT.
+    if store.dialect == "postgres":
+        # The filter is Python here, so it runs on the ranked rows as they stream in; the caller
+        # bounds how many rows match (its BM25 budget), so reading past rejected ones stays cheap.
+        keep = store.row_filters[row_filter]  # type: ignore[attr-defined]
+        tsquery, args = pg_text.match_query(match)
+        out: list[int] = []
+        for (rowid,) in store.conn.execute(
+                f"SELECT rowid FROM search, (SELECT {tsquery} AS q) m WHERE tsv @@ m.q"
+                " ORDER BY ts_rank(tsv, m.q) DESC, rowid", args):
+            if keep(int(rowid)):
+                out.append(int(rowid))
+                if len(out) >= limit:
+                    break
+        return out
     return [int(r[0]) for r in store.conn.execute(
         f"SELECT rowid FROM search WHERE search MATCH ? AND {row_filter}(rowid) ORDER BY rank LIMIT ?",
         (match, limit))]
@@ -55,6 +82,10 @@ def matching_rowids(store: Store, match: str, row_filter: str, *, limit: int) ->
 
 def vectors(store: Store, model: str, ids: list[str]) -> dict[str, bytes]:
     """Stored embeddings (float32 little-endian) of `ids` under `model`."""
+    if store.dialect == "postgres":
+        return {str(i): bytes(v) for i, v in store.conn.execute(
+            "SELECT item_id, vector FROM memory_vectors WHERE model = ? AND item_id = ANY(?)",
+            (model, pg_text.in_list(ids)))}
     return {str(i): bytes(v) for i, v in store.conn.execute(
         "SELECT item_id, vector FROM memory_vectors WHERE model = ? AND item_id IN (SELECT value FROM json_each(?))",
         (model, json.dumps(ids)))}

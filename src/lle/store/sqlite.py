@@ -47,13 +47,18 @@ from lle.store import blobs, trajectory
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 60_000
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 ID_TABLES = {"exp": "experiences", "evd": "evidence", "upd": "updates", "rev": "revocations", "itm": "carrier_items"}
 
 
-def migrations() -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every migration shipped, in order: files named `mNNN_name.sql`."""
+def migrations(dialect: str = "sqlite") -> list[tuple[int, str, str]]:
+    """(number, name, sql) of every migration shipped for `dialect`, in order: files named `mNNN_name.sql`
+    (SQLite's in `migrations/`, PostgreSQL's, numbered and named alike, in `migrations/postgres/`)."""
     found = []
-    for entry in resources.files("lle.store.migrations").iterdir():
+    folder = resources.files("lle.store.migrations")
+    if dialect != "sqlite":
+        folder = folder.joinpath(dialect)
+    for entry in folder.iterdir():
         m = re.fullmatch(r"m(\d{3})_(\w+)\.sql", entry.name)
         if m:
             found.append((int(m.group(1)), m.group(2), entry.read_text()))
@@ -81,8 +86,28 @@ class ExperienceRow:
     revoked: bool
 
 
+def is_url(location: str | Path) -> bool:
+    """True for a PostgreSQL URL (`postgresql://…`, `postgres://…`), False for a SQLite file path."""
+    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+
+
 class Store:
-    """One SQLite file holding the whole ledger."""
+    """One SQLite file holding the whole ledger.
+
+    `Store("postgresql://…")` opens the PostgreSQL backend instead (`lle.store.postgres.PostgresStore`,
+    a subclass with the same methods and guarantees), so every caller that opens a store by its
+    location works with either."""
+
+    dialect = "sqlite"
+    constraint_errors: tuple[type[Exception], ...] = (apsw.ConstraintError,)
+    """What a duplicate id raises on this backend (the store turns it into `InvalidInputError`)."""
+
+    def __new__(cls, location: str | Path) -> Store:
+        if cls is Store and is_url(location):
+            from lle.store.postgres import PostgresStore  # psycopg is an extra: imported only when asked for
+
+            return super().__new__(PostgresStore)
+        return super().__new__(cls)
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -270,7 +295,7 @@ class Store:
             with self._write():
                 for exp in sealed:
                     self._insert_experience(exp)
-        except apsw.ConstraintError as err:
+        except self.constraint_errors as err:
             raise InvalidInputError(
                 f"{err}: an experience with one of these ids is already stored; the ledger is append-only, "
                 "give new records new ids"
