@@ -1,6 +1,8 @@
 """Child process for the crash and concurrency tests: appends experiences, acknowledging each.
 
-Usage: python appender.py DB COUNT [STEPS]. Prints `ack <id> <hash>` after each commit returns.
+Usage: python appender.py DB COUNT [STEPS] [BATCH] [OBSERVATION_CHARS]. DB is a path or a
+postgresql:// URL. Prints `ack <id> <hash>` for each experience once the commit holding it returned;
+BATCH experiences share one transaction (`append_experiences`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ from lle.store import Store
 def main() -> None:
     db_path, count = sys.argv[1], int(sys.argv[2])
     n_steps = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    batch = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    chars = int(sys.argv[5]) if len(sys.argv) > 5 else 5000
     with Store(db_path) as db:
-        for _ in range(count):
-            exp = db.append_experience(build_experience(n_steps, observation="x" * 5000))
-            print(f"ack {exp.id} {exp.content_hash}", flush=True)
+        done = 0
+        while done < count:
+            size = min(batch, count - done)
+            stored = db.append_experiences([build_experience(n_steps, observation="x" * chars) for _ in range(size)])
+            print("\n".join(f"ack {e.id} {e.content_hash}" for e in stored), flush=True)
+            done += size
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def words(text: str) -> str:
 
 def match_query(match: str) -> tuple[str, list[str]]:
     """An FTS5 match expression the store builds (`"a" OR "b"`, `"a" AND "b"`, `"a" "b"`) as a
-    PostgreSQL tsquery expression (SQL with `%s` for each phrase) and its arguments."""
+    PostgreSQL tsquery expression (SQL with `?` for each phrase, as the store writes it) and its arguments."""
     parts: list[str] = []
     args: list[str] = []
     op = "&&"
@@ -66,7 +66,7 @@ def match_query(match: str) -> tuple[str, list[str]]:
             continue
         if parts:
             parts.append(op)
-        parts.append(f"plainto_tsquery('{TS_CONFIG}', %s)")
+        parts.append(f"plainto_tsquery('{TS_CONFIG}', ?)")
         args.append(words(m.group(1).replace('""', '"')))
         op = "&&"
     return (" ".join(parts) or f"plainto_tsquery('{TS_CONFIG}', '')"), args
