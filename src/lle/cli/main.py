@@ -15,6 +15,7 @@ from lle.cli import episodes as episodes_cmd
 from lle.cli import export as export_cmd
 from lle.cli import run as run_cmd
 from lle.cli import runs as runs_cmd
+from lle.cli import serve as serve_cmd
 from lle.cli import skills as skills_cmd
 from lle.cli import verifier_cases as verifier_cases_cmd
 from lle.cli.common import err_console, settings
@@ -44,6 +45,7 @@ app.command("doctor", help="Check that the default model runs on this CPU (same 
 app.command("schema")(schema.schema)
 app.command("plugins")(plugins.plugins)
 app.command("run")(run_cmd.run)
+app.command("serve")(serve_cmd.serve)
 app.command("report")(runs_cmd.report_cmd)
 app.add_typer(runs_cmd.runs_app, name="runs")
 

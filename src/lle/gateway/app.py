@@ -1,0 +1,396 @@
+"""The FastAPI app: an OpenAI-compatible front that records episodes and serves experience back.
+
+    POST /v1/chat/completions                      proxied; recorded when an episode is named
+    POST /episodes/{id}/v1/chat/completions        the same, the episode named by the path
+    GET  /v1/models, /episodes/{id}/v1/models
+    POST /v1/lle/episodes/{id}/feedback            test results, a score, a remark
+    POST /v1/lle/episodes/{id}/end                 assess → hygiene → store → router
+    GET  /v1/lle/episodes/{id}                     an open episode's state
+
+Every route needs `Authorization: Bearer TOKEN`; the token names the client and its scope. Bad
+input is a 4xx whose one-line message names the input and the fix, and nothing is recorded. The
+store is used from one thread of its own (SQLite's single writer); journal lines are written on
+another, after the response is on its way, so recording adds little to a call's latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
+
+from lle.carriers.memory import MemoryCarrier
+from lle.core import new_id
+from lle.gateway import finish as finishing
+from lle.gateway import serving
+from lle.gateway.capture import (
+    EPISODE_ID,
+    WRITEBACK_ALLOWED,
+    CallRecord,
+    EndBody,
+    FeedbackBody,
+    link_results,
+    redact_json,
+)
+from lle.gateway.config import NAME, ClientConfig, GatewayConfig
+from lle.gateway.journal import Journal, OpenEpisode
+from lle.gateway.upstream import Upstream, UpstreamError, merge_chunks
+from lle.router.router import UpdateRouter
+from lle.store import Store
+from lle.store.episodes import is_finished
+from lle.workspace import db_path
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class GatewayError(Exception):
+    """An HTTP error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.kind, self.headers = status, message, param, kind, headers
+
+    def response(self) -> JSONResponse:
+        return JSONResponse({"error": {"message": self.message, "type": self.kind, "param": self.param,
+                                       "code": self.status}}, status_code=self.status, headers=self.headers)
+
+
+@dataclass
+class Bucket:
+    tokens: float
+    at: float
+
+
+class Gateway:
+    """State of one running gateway: open episodes, the store's thread, the journal, the rate buckets."""
+
+    def __init__(self, config: GatewayConfig, upstream: Upstream) -> None:
+        self.config, self.upstream = config, upstream
+        self.journal = Journal(config.workspace, fsync=config.fsync)
+        self.episodes: dict[tuple[str, str], OpenEpisode] = {}
+        self.buckets: dict[str, Bucket] = {}
+        self._store_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lle-store")
+        self._journal_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lle-journal")
+        self._store: Store | None = None
+        self._memory: MemoryCarrier | None = None
+        self._router: UpdateRouter | None = None
+
+    # --- the store, on its own thread ------------------------------------------------------------
+
+    def _db(self) -> Store:
+        if self._store is None:
+            self.config.workspace.mkdir(parents=True, exist_ok=True)
+            self._store = Store(db_path(self.config.workspace))
+        return self._store
+
+    def memory(self) -> MemoryCarrier:
+        if self._memory is None:
+            self._memory = MemoryCarrier(self._db())
+        return self._memory
+
+    def router(self) -> UpdateRouter:
+        if self._router is None:  # ~3 s once (the contamination index), then reused
+            self._router = UpdateRouter(self._db(), memory=self.memory(), actor="gateway")
+        return self._router
+
+    async def in_store(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._store_pool, fn)
+
+    def recover(self) -> int:
+        """Read the open episodes back from their journals (store thread); returns how many are open."""
+        for ep in self.journal.load():
+            if is_finished(self._db(), ep.experience_id):
+                self.journal.remove(ep)
+            else:
+                self.episodes[(ep.client, ep.episode)] = ep
+        return len(self.episodes)
+
+    def close(self) -> None:
+        self._journal_pool.shutdown(wait=True)
+        self._store_pool.submit(lambda: self._store.close() if self._store else None).result()
+        self._store_pool.shutdown(wait=True)
+
+    # --- journal, off the response path ----------------------------------------------------------
+
+    def write(self, ep: OpenEpisode, event: dict[str, Any]) -> concurrent.futures.Future[None]:
+        return self._journal_pool.submit(self._write, ep, event)
+
+    def _write(self, ep: OpenEpisode, event: dict[str, Any]) -> None:
+        # Bodies are redacted before they touch the disk; the open event's ids are kept as they are
+        # (a long random episode id would read as a secret, and replay must find its episode again).
+        if event["kind"] == "open":
+            self.journal.append(ep, event)
+            return
+        counts: Counter[str] = Counter()
+        self.journal.append(ep, redact_json(event, counts))
+
+    async def flushed(self) -> None:
+        """Wait until every journal line queued so far is written."""
+        await asyncio.get_running_loop().run_in_executor(self._journal_pool, lambda: None)
+
+    # --- requests ------------------------------------------------------------------------------------
+
+    def client(self, request: Request) -> ClientConfig:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        client = self.config.client_for(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if client is None:
+            why = "is missing" if not header else "is not a known gateway token"
+            raise GatewayError(401, f"Authorization {why}; send `Authorization: Bearer TOKEN` with the token "
+                                    "`lle serve` was started with (--token or LLE_GATEWAY_TOKEN)",
+                               kind="authentication_error", headers={"WWW-Authenticate": "Bearer"})
+        now = time.monotonic()
+        bucket = self.buckets.setdefault(client.name, Bucket(float(self.config.burst), now))
+        bucket.tokens = min(float(self.config.burst), bucket.tokens + (now - bucket.at) * self.config.rate_per_s)
+        bucket.at = now
+        if bucket.tokens < 1.0:
+            wait = (1.0 - bucket.tokens) / self.config.rate_per_s
+            raise GatewayError(429, f"client {client.name} is over its rate of {self.config.rate_per_s:g} requests/s; "
+                                    f"retry after {wait:.2f} s or start lle serve with a higher --rate",
+                               kind="rate_limit_error", headers={"Retry-After": str(max(1, round(wait)))})
+        bucket.tokens -= 1.0
+        return client
+
+    async def body(self, request: Request) -> Any:
+        limit = self.config.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        too_big = GatewayError(413, f"request body is over the gateway's limit of {limit} bytes; send less "
+                                    "(fewer or shorter messages) or start lle serve with a higher --max-body")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_big
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            chunks.append(chunk)
+        try:
+            return json.loads(b"".join(chunks) or b"null")
+        except (ValueError, UnicodeDecodeError) as err:
+            raise GatewayError(400, f"request body is not valid JSON ({err}); send a JSON object "
+                                    "with Content-Type: application/json") from err
+
+    async def parsed(self, request: Request, model: type[M]) -> M:
+        data = await self.body(request)
+        try:
+            return model.model_validate({} if data is None else data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "body"
+            raise GatewayError(400, f"{where}: {first['msg']}; see docs/75-gateway.md for the body's fields",
+                               param=where) from err
+
+    def episode(self, client: ClientConfig, episode: str) -> OpenEpisode:
+        found = self.episodes.get((client.name, episode))
+        if found is None:
+            raise GatewayError(404, f"episode {episode!r} is not open for client {client.name}; open it with a "
+                                    f"chat call to /episodes/{episode}/v1/chat/completions first", param="episode")
+        return found
+
+
+def check_chat(body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise GatewayError(400, "request body must be a JSON object with `messages`, as in OpenAI's chat API")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise GatewayError(400, "messages: must be a non-empty list of {role, content} objects", param="messages")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise GatewayError(400, f"messages.{i}: each message must be an object with a string `role`",
+                               param=f"messages.{i}")
+    if "tools" in body and not isinstance(body["tools"], list):
+        raise GatewayError(400, "tools: must be a list of {type: function, function: {...}}", param="tools")
+    return body
+
+
+def check_episode(episode: str) -> str:
+    if not EPISODE_ID.match(episode):
+        raise GatewayError(400, f"episode id {episode[:80]!r}: use 1-128 letters, digits, `_`, `.`, `:` or `-`, "
+                                "starting with a letter or digit", param="episode")
+    return episode
+
+
+def create_app(config: GatewayConfig, upstream: Upstream) -> FastAPI:
+    gw = Gateway(config, upstream)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await gw.in_store(gw.recover)
+        yield
+        await upstream.aclose()
+        gw.close()
+
+    app = FastAPI(title="lle gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.gateway = gw
+
+    @app.exception_handler(GatewayError)
+    async def _gateway_error(request: Request, err: GatewayError) -> JSONResponse:
+        return err.response()
+
+    @app.exception_handler(UpstreamError)
+    async def _upstream_error(request: Request, err: UpstreamError) -> JSONResponse:
+        status = err.status if 400 <= err.status < 500 else 502
+        return GatewayError(status, err.message, kind="upstream_error").response()
+
+    async def chat(request: Request, episode: str | None) -> Response:
+        client = gw.client(request)
+        if episode is None:
+            episode = request.headers.get("x-lle-episode") or None
+        if episode is not None:
+            check_episode(episode)
+        body = check_chat(await gw.body(request))
+        project = request.headers.get("x-lle-project") or client.project
+        if not NAME.match(project):
+            raise GatewayError(400, f"X-LLE-Project {project[:80]!r}: use 1-80 letters, digits, _ . -")
+        ep = gw.episodes.get((client.name, episode)) if episode else None
+        if ep is not None and ep.ended:
+            raise GatewayError(409, f"episode {episode!r} is ending or has ended; use a new episode id")
+        serve = client.serve or request.headers.get("x-lle-serve", "") in ("1", "true", "yes")
+        served = serving.Served([])
+        if serve:
+            query = serving.query_of(body["messages"])
+            scope_project = ep.project if ep else project
+            served = await gw.in_store(lambda: serving.find(gw._db(), gw.memory(), family=client.family,
+                                                            project=scope_project, query=query, k=config.served_k))
+        sent = serving.inject(body, served)
+        params = {k: v for k, v in sent.items() if k not in ("messages", "stream")}
+        started = time.perf_counter()
+
+        def record(response: dict[str, Any]) -> tuple[OpenEpisode | None, int]:
+            if episode is None:
+                return None, -1
+            latency = (time.perf_counter() - started) * 1000
+            target = gw.episodes.get((client.name, episode))
+            if target is None:  # the first call opens the episode
+                target = OpenEpisode(client.name, episode, new_id("exp"), project)
+                gw.episodes[(client.name, episode)] = target
+                gw.write(target, {"kind": "open", "client": client.name, "episode": episode,
+                                  "experience_id": target.experience_id, "project": project})
+            for step, results in link_results(target.calls, sent["messages"]).items():
+                target.calls[step].results.update(results)
+                gw.write(target, {"kind": "effect", "step": step, "results": results})
+            call = CallRecord(index=len(target.calls), messages=sent["messages"], params=params, response=response,
+                              model=str(response.get("model") or upstream.name), latency_ms=latency,
+                              served=served.refs)
+            target.calls.append(call)
+            gw.write(target, {"kind": "call", "call": {**call.__dict__, "results": {}}})  # results: effect events
+            return target, call.index
+
+        headers = {"X-LLE-Served": ",".join(served.refs)} if served.refs else {}
+        if body.get("stream"):
+            lines = upstream.stream(sent)
+            first = await anext(lines, None)  # an upstream refusal is a proper HTTP error, before any byte
+
+            async def relay() -> AsyncIterator[bytes]:
+                seen = [] if first is None else [first]
+                if first is not None:
+                    yield (first + "\n").encode()
+                async for line in lines:
+                    seen.append(line)
+                    yield (line + "\n").encode()
+                record(merge_chunks(seen))
+
+            if episode:
+                headers["X-LLE-Episode"] = episode
+            return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
+        response = await upstream.complete(sent)
+        target, index = record(response)
+        if target is not None:
+            headers.update({"X-LLE-Episode": target.episode, "X-LLE-Step": str(index)})
+        return JSONResponse(response, headers=headers)
+
+    @app.post("/v1/chat/completions")
+    async def chat_plain(request: Request) -> Response:
+        return await chat(request, None)
+
+    @app.post("/episodes/{episode}/v1/chat/completions")
+    async def chat_episode(episode: str, request: Request) -> Response:
+        return await chat(request, episode)
+
+    @app.get("/v1/models")
+    @app.get("/episodes/{episode}/v1/models")
+    async def models(request: Request) -> JSONResponse:
+        gw.client(request)
+        return JSONResponse(await upstream.models())
+
+    @app.get("/v1/lle/episodes/{episode}")
+    async def show(episode: str, request: Request) -> JSONResponse:
+        client = gw.client(request)
+        ep = gw.episode(client, check_episode(episode))
+        return JSONResponse({"episode": ep.episode, "experience_id": ep.experience_id, "project": ep.project,
+                             "steps": len(ep.calls), "feedback": len(ep.feedback), "ended": ep.ended,
+                             "tool_calls_answered": sum(len(c.results) for c in ep.calls)})
+
+    @app.post("/v1/lle/episodes/{episode}/feedback")
+    async def feedback(episode: str, request: Request) -> JSONResponse:
+        client = gw.client(request)
+        check_episode(episode)
+        body = await gw.parsed(request, FeedbackBody)
+        ep = gw.episode(client, episode)
+        if ep.ended:
+            raise GatewayError(409, f"episode {episode!r} has ended; feedback must come before `end`")
+        step = len(ep.calls) - 1 if body.step is None else body.step
+        if step >= len(ep.calls):
+            raise GatewayError(400, f"step: episode {episode!r} has steps 0..{len(ep.calls) - 1}; "
+                                    "name one of them or leave `step` out (the last)", param="step")
+        ep.feedback.append((step, body))
+        gw.write(ep, {"kind": "feedback", "step": step, "body": body.model_dump(mode="json")})
+        return JSONResponse({"episode": episode, "step": step, "feedback": len(ep.feedback)})
+
+    @app.post("/v1/lle/episodes/{episode}/end")
+    async def end(episode: str, request: Request) -> JSONResponse:
+        client = gw.client(request)
+        check_episode(episode)
+        body = await gw.parsed(request, EndBody)
+        ep = gw.episode(client, episode)
+        if body.family is not None and body.family != client.family:
+            raise GatewayError(403, f"family: this token's scope is the family {client.family!r}; leave `family` "
+                                    "out or use that one (a client never writes another's scope)", param="family")
+        if body.writeback is not None:
+            outside = [c.value for c in body.writeback if c not in WRITEBACK_ALLOWED or c not in client.writeback]
+            if outside:
+                raise GatewayError(403, f"writeback: {outside} is not allowed for client {client.name}; choose from "
+                                        f"{', '.join(c.value for c in client.writeback)}", param="writeback")
+        if ep.ended:
+            raise GatewayError(409, f"episode {episode!r} is already ending; wait for that call's answer")
+        if not ep.calls:
+            raise GatewayError(409, f"episode {episode!r} has no recorded call yet; end it after its calls")
+        for fb in body.feedback:
+            step = len(ep.calls) - 1 if fb.step is None else fb.step
+            if step >= len(ep.calls):
+                raise GatewayError(400, f"feedback.step: episode {episode!r} has steps 0..{len(ep.calls) - 1}",
+                                   param="feedback.step")
+        ep.ended = True
+        for fb in body.feedback:
+            step = len(ep.calls) - 1 if fb.step is None else fb.step
+            ep.feedback.append((step, fb))
+            gw.write(ep, {"kind": "feedback", "step": step, "body": fb.model_dump(mode="json")})
+        await gw.flushed()
+        try:
+            exp, updates = await gw.in_store(lambda: finishing.finish(
+                gw._db(), gw.router(), ep, client, body, model=upstream.name, upstream=config.upstream))
+        except Exception:
+            ep.ended = False  # still open: the caller may end it again
+            raise
+        gw.episodes.pop((client.name, episode), None)
+        gw._journal_pool.submit(gw.journal.remove, ep)  # after its queued lines; a crash before: recover() removes it
+        return JSONResponse(finishing.summary(exp, updates))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, err: Exception) -> JSONResponse:
+        # One line, never a traceback to the client; the episode stays open and nothing half-written is kept.
+        return GatewayError(500, f"the gateway failed: {type(err).__name__}: {err}", kind="server_error").response()
+
+    return app

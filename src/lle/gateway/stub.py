@@ -1,0 +1,103 @@
+"""A tiny OpenAI-compatible upstream for tests, the benchmark and trying the gateway without a model.
+
+It answers at once and keeps every request it received (`StubUpstream.requests`), so a test can see
+exactly what the gateway sent upstream. With tools offered and no tool result yet in the messages it
+calls the first tool; otherwise it answers `ok`. Streaming sends the same answer in two chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+def answer(body: dict[str, Any]) -> dict[str, Any]:
+    messages = body.get("messages") or []
+    tools = body.get("tools") or []
+    message: dict[str, Any] = {"role": "assistant", "content": "ok"}
+    finish = "stop"
+    if tools and not any(isinstance(m, dict) and m.get("role") == "tool" for m in messages):
+        name = tools[0].get("function", {}).get("name", "tool")
+        message = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{len(messages)}", "type": "function", "function": {"name": name, "arguments": "{}"}}]}
+        finish = "tool_calls"
+    return {"id": f"stub-{time.monotonic_ns()}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model") or "stub",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
+
+
+class StubUpstream:
+    """The stub as an ASGI app (`.app`), and a way to run it on a free localhost port in a thread."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                                     Route("/v1/models", self.models, methods=["GET"])])
+        self.server: uvicorn.Server | None = None
+        self.port = 0
+
+    async def chat(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        self.requests.append(body)
+        data = answer(body)
+        if not body.get("stream"):
+            return JSONResponse(data)
+        message = data["choices"][0]["message"]
+
+        async def chunks() -> Any:
+            delta: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+            if message.get("tool_calls"):
+                delta["tool_calls"] = [{"index": 0, **message["tool_calls"][0]}]
+            for part in ({"delta": delta}, {"delta": {}, "finish_reason": data["choices"][0]["finish_reason"]}):
+                event = {"id": data["id"], "object": "chat.completion.chunk", "model": data["model"],
+                         "choices": [{"index": 0, **part}]}
+                yield f"data: {json.dumps(event)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), media_type="text/event-stream")
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "stub"}]})
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> StubUpstream:
+        self.port = free_port()
+        self.server = serve_in_thread(self.app, self.port)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_in_thread(app: Any, port: int, *, timeout_s: float = 20.0) -> uvicorn.Server:
+    """Run an ASGI app with uvicorn on 127.0.0.1:`port` in a daemon thread; returns once it listens."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+                                           lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True, name=f"uvicorn-{port}")
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the server on port {port} did not start")
+        time.sleep(0.01)
+    return server

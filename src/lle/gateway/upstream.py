@@ -1,0 +1,259 @@
+"""Where the gateway sends a call: the embedded llama.cpp model, or any OpenAI-compatible URL.
+
+Both answer with OpenAI's JSON (a completion, or SSE lines when streaming); the gateway records what
+came back and passes it on unchanged. The embedded model runs on one thread of its own (llama.cpp is
+not thread-safe; calls queue), so the event loop keeps serving while it decodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx2
+
+# What llama.cpp's create_chat_completion accepts from an OpenAI body; anything else is left out.
+_LLAMA_KEYS = ("messages", "tools", "tool_choice", "temperature", "top_p", "stop", "seed", "response_format",
+               "max_tokens", "presence_penalty", "frequency_penalty", "logit_bias")
+
+
+class UpstreamError(Exception):
+    """The upstream refused or failed: `status` is passed on (4xx as is, anything else as 502)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Upstream(Protocol):
+    name: str
+    """The model name reported in `/v1/models` and recorded with each step."""
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def stream(self, body: dict[str, Any]) -> AsyncIterator[str]:
+        """SSE lines (without newline) as the upstream sent them; raises `UpstreamError` before the first."""
+        ...
+
+    async def models(self) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def sse_events(lines: list[str]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        if line.startswith("data:"):
+            data = line[5:].strip()
+            if data and data != "[DONE]":
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    yield event
+
+
+def merge_chunks(lines: list[str]) -> dict[str, Any]:
+    """The completion a stream amounts to: content and tool-call deltas joined, usage when sent."""
+    message: dict[str, Any] = {"role": "assistant", "content": ""}
+    calls: dict[int, dict[str, Any]] = {}
+    out: dict[str, Any] = {"object": "chat.completion"}
+    finish = None
+    logprobs: list[Any] = []
+    for event in sse_events(lines):
+        out.setdefault("id", event.get("id"))
+        out.setdefault("model", event.get("model"))
+        if isinstance(event.get("usage"), dict):
+            out["usage"] = event["usage"]
+        for choice in event.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            message["content"] += delta.get("content") or ""
+            for call in delta.get("tool_calls") or []:
+                slot = calls.setdefault(int(call.get("index", 0)), {"id": "", "type": "function",
+                                                                      "function": {"name": "", "arguments": ""}})
+                slot["id"] = call.get("id") or slot["id"]
+                fn = call.get("function") or {}
+                slot["function"]["name"] += fn.get("name") or ""
+                slot["function"]["arguments"] += fn.get("arguments") or ""
+            if isinstance(choice.get("logprobs"), dict):
+                logprobs += choice["logprobs"].get("content") or []
+            finish = choice.get("finish_reason") or finish
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    choice_out: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+    if logprobs:
+        choice_out["logprobs"] = {"content": logprobs}
+    out["choices"] = [choice_out]
+    return out
+
+
+class HttpUpstream:
+    """Any OpenAI-compatible server; one pooled HTTP client for all calls."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 300.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.name = model
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx2.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout,
+                                         limits=httpx2.Limits(max_connections=512, max_keepalive_connections=128))
+
+    def _fail(self, err: Exception) -> UpstreamError:
+        return UpstreamError(502, f"upstream {self.base_url} cannot be reached ({type(err).__name__}: {err}); "
+                                  "start it or fix --upstream")
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            r = await self.client.post("/chat/completions", json={"model": self.name, **body})
+        except httpx2.HTTPError as err:
+            raise self._fail(err) from err
+        if r.status_code >= 400:
+            raise UpstreamError(r.status_code, f"upstream answered HTTP {r.status_code}: {r.text[:500]}")
+        try:
+            data = r.json()
+        except ValueError as err:
+            raise UpstreamError(502, f"upstream answered something that is not JSON: {r.text[:200]!r}") from err
+        if not isinstance(data, dict):
+            raise UpstreamError(502, "upstream answered JSON that is not a completion object")
+        return data
+
+    async def stream(self, body: dict[str, Any]) -> AsyncIterator[str]:
+        try:
+            async with self.client.stream("POST", "/chat/completions", json={"model": self.name, **body}) as r:
+                if r.status_code >= 400:
+                    text = (await r.aread()).decode(errors="replace")
+                    raise UpstreamError(r.status_code, f"upstream answered HTTP {r.status_code}: {text[:500]}")
+                async for line in r.aiter_lines():
+                    yield line
+        except httpx2.HTTPError as err:
+            raise self._fail(err) from err
+
+    async def models(self) -> dict[str, Any]:
+        try:
+            r = await self.client.get("/models")
+            if r.status_code < 400 and isinstance(data := r.json(), dict):
+                return data
+        except (httpx2.HTTPError, ValueError):
+            pass
+        return {"object": "list", "data": [{"id": self.name, "object": "model", "owned_by": "upstream"}]}
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class EmbeddedUpstream:
+    """llama.cpp in this process (default: SmolLM2 from the catalog), one call at a time."""
+
+    def __init__(self, model: str = "smollm2-135m", *, n_ctx: int = 4096, n_threads: int | None = None,
+                 llm: Any = None) -> None:
+        self.name = Path(model).stem if model.endswith(".gguf") else model
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lle-llama")
+        self.llm = llm if llm is not None else _load(model, n_ctx, n_threads)
+
+    def _kwargs(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("logprobs"):
+            # llama.cpp gives log-probs only with logits kept for every position (GBs at this n_ctx).
+            raise UpstreamError(400, "logprobs: the embedded upstream does not return log-probabilities; "
+                                     "drop `logprobs` or serve with --upstream URL of a server that does")
+        if body.get("n", 1) != 1:
+            raise UpstreamError(400, "n: the embedded upstream makes one choice per call; drop `n` or set it to 1")
+        kwargs = {k: body[k] for k in _LLAMA_KEYS if k in body and body[k] is not None}
+        if "max_completion_tokens" in body and "max_tokens" not in kwargs:
+            kwargs["max_tokens"] = body["max_completion_tokens"]
+        return kwargs
+
+    def _call(self, kwargs: dict[str, Any], stream: bool) -> Any:
+        import llama_cpp.llama_chat_format as chat_format
+
+        try:
+            if kwargs.get("tools") and kwargs.get("tool_choice") != "none":
+                # The GGUF's own template ignores tools; this handler (ChatML, as SmolLM2 speaks) grammar-constrains
+                # the call to the tools' schemas and answers OpenAI-style `tool_calls`.
+                handler = chat_format.get_chat_completion_handler("chatml-function-calling")
+                return handler(llama=self.llm, stream=stream, **kwargs)
+            kwargs.pop("tools", None)
+            kwargs.pop("tool_choice", None)
+            return self.llm.create_chat_completion(stream=stream, **kwargs)
+        except (ValueError, RuntimeError, TypeError, KeyError) as err:
+            raise UpstreamError(400, f"the embedded model cannot answer this request: {err}") from err
+
+    def _named(self, data: dict[str, Any]) -> dict[str, Any]:
+        data["model"] = self.name  # llama.cpp reports the file path
+        return data
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        kwargs = self._kwargs(body)
+        loop = asyncio.get_running_loop()
+        data = await loop.run_in_executor(self.pool, self._call, kwargs, False)
+        return self._named(dict(data))
+
+    async def stream(self, body: dict[str, Any]) -> AsyncIterator[str]:
+        kwargs = self._kwargs(body)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue()
+
+        def produce() -> None:
+            try:
+                for chunk in self._call(kwargs, True):
+                    line = "data: " + json.dumps(self._named(dict(chunk)), ensure_ascii=False)
+                    loop.call_soon_threadsafe(queue.put_nowait, line)
+                    loop.call_soon_threadsafe(queue.put_nowait, "")
+                loop.call_soon_threadsafe(queue.put_nowait, "data: [DONE]")
+                loop.call_soon_threadsafe(queue.put_nowait, "")
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+            except BaseException as err:  # handed to the event loop, raised there
+                loop.call_soon_threadsafe(queue.put_nowait, err)
+
+        loop.run_in_executor(self.pool, produce)
+        while True:
+            item = await queue.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                if isinstance(item, UpstreamError):
+                    raise item
+                raise UpstreamError(502, f"the embedded model failed: {item}") from item
+            yield item
+
+    async def models(self) -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": self.name, "object": "model", "owned_by": "lle-embedded",
+                                            "created": int(time.time())}]}
+
+    async def aclose(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _load(model: str, n_ctx: int, n_threads: int | None) -> Any:
+    from lle.errors import ModelError
+    from lle.policies.catalog import locate
+
+    try:
+        import llama_cpp
+    except ImportError as err:
+        raise ModelError("the embedded upstream needs llama-cpp-python: pip install 'lle[llama]', "
+                         "or pass --upstream URL") from err
+    path = Path(model) if model.endswith(".gguf") else locate(model)
+    if not path.is_file():
+        raise ModelError(f"model file {path} does not exist; pass a catalog model or an existing .gguf")
+    threads = n_threads or int(os.environ.get("LLE_THREADS", "2"))
+    return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, verbose=False)
+
+
+def make_upstream(spec: str, model: str, *, api_key: str | None = None, n_ctx: int = 4096,
+                  n_threads: int | None = None) -> Upstream:
+    if spec == "embedded":
+        return EmbeddedUpstream(model, n_ctx=n_ctx, n_threads=n_threads)
+    if not spec.startswith(("http://", "https://")):
+        from lle.errors import InvalidInputError
+
+        raise InvalidInputError(f"--upstream {spec!r}: use `embedded` or the base URL of an OpenAI-compatible "
+                                "server, e.g. http://127.0.0.1:8080/v1")
+    return HttpUpstream(spec, model, api_key)
