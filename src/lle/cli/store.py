@@ -1,20 +1,31 @@
-"""`lle store path|schema|check|search`."""
+"""`lle store path|schema|check|search|copy`."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import typer
 
 from lle import workspace
-from lle.cli.common import console, open_store, print_json, settings
+from lle.cli.common import RunOption, StrategyOption, console, line, open_store, print_json, settings, styled
+from lle.errors import InvalidInputError
 from lle.governance.lineage import denylist
 from lle.store import Store
+from lle.store.sqlite import is_url
 
 app = typer.Typer(help="The append-only store.", no_args_is_help=True)
 
 
 @app.command("path")
 def path() -> None:
-    """Print the path of the workspace's database."""
+    """Print the path of the workspace's database (its URL, password hidden, when LLE_STORE_URL is set)."""
+    url = os.environ.get("LLE_STORE_URL")
+    if url and is_url(url):
+        from lle.store.postgres import redact
+
+        print(redact(url))
+        return
     print(workspace.db_path(settings.workspace).resolve())
 
 
@@ -26,9 +37,10 @@ def schema() -> None:
 
 
 @app.command("check")
-def check(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Run SQLite's integrity check and count the ledger rows."""
-    with open_store() as db:
+def check(as_json: bool = typer.Option(False, "--json"), run: RunOption = None,
+          strategy: StrategyOption = None) -> None:
+    """Run the backend's integrity check (SQLite's, or PostgreSQL's triggers and torn records) and count rows."""
+    with open_store(run, strategy) as db:
         report = {
             "path": str(db.path),
             "schema_version": db.schema_version,
@@ -45,17 +57,18 @@ def check(as_json: bool = typer.Option(False, "--json")) -> None:
 
 
 @app.command("search")
-def search(query: str, limit: int = typer.Option(10, min=1), as_json: bool = typer.Option(False, "--json")) -> None:
+def search(query: str, limit: int = typer.Option(10, min=1), as_json: bool = typer.Option(False, "--json"),
+           run: RunOption = None, strategy: StrategyOption = None) -> None:
     """Full-text search (BM25) over experiences and carrier items; revoked records are marked."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         hits = db.search(query, limit=limit)
         revoked = _revoked(db, [i for _, i, _ in hits])
     if as_json:
         print_json([{"kind": k, "id": i, "snippet": s, "revoked": i in revoked} for k, i, s in hits])
         return
     for kind, id_, snippet in hits:
-        mark = "  [red]revoked[/red]" if id_ in revoked else ""
-        console.print(f"{id_}  [dim]{kind}[/dim]{mark}  {snippet}", highlight=False)
+        console.print(line(f"{id_}  ", styled(kind, "dim"), styled("  revoked", "red") if id_ in revoked else "",
+                           f"  {snippet}"))
 
 
 def _revoked(db: Store, ids: list[str]) -> set[str]:
@@ -64,3 +77,29 @@ def _revoked(db: Store, ids: list[str]) -> set[str]:
     denied = denylist(db)
     items = {item.id: item for item in db.items_by_id(ids)}
     return {i for i in ids if i in denied.ids or (i in items and denied.blocks_item(items[i]) is not None)}
+
+
+@app.command("copy")
+def copy(
+    source: str = typer.Argument(..., help="A store: a SQLite file (lle.db) or a postgresql:// URL."),
+    destination: str = typer.Argument(..., help="An empty store to create or fill: a path or a postgresql:// URL."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Copy a whole store into an empty one (SQLite -> PostgreSQL or back), verified by content hashes.
+
+    Every row is copied as stored, in one transaction; then each table is hashed on both sides and
+    every experience read back must match its content hash. A failed check leaves nothing usable behind
+    to mistake for a copy: the command exits 2 and says so."""
+    from lle.store.copy import copy_store
+
+    if not is_url(source) and not Path(source).is_file():
+        raise InvalidInputError(f"the source store {source} does not exist; pass a store file (lle.db) or a "
+                                "postgresql:// URL")
+    with Store(source) as src, Store(destination) as dst:
+        report = copy_store(src, dst)
+    if as_json:
+        print_json(report.as_json())
+        return
+    rows = sum(t["rows"] for t in report.tables.values())
+    console.print(f"copied {rows} rows ({report.experiences_verified} experiences, each verified) "
+                  f"from {report.source} to {report.destination}; table hashes match")
