@@ -3,22 +3,35 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import typer
-from rich.table import Table
 
-from lle.cli.common import console, open_store, print_json
+from lle.cli.common import (
+    RunOption,
+    StrategyOption,
+    WideOption,
+    console,
+    line,
+    open_store,
+    print_json,
+    print_table,
+    styled,
+    table,
+)
 from lle.core import CarrierItem, CarrierKind, Scope, ScopeLevel
 from lle.errors import UnknownIdError
 from lle.governance.lineage import active_items, denylist
+from lle.viewer import lookup
 
 memory_app = typer.Typer(help="Episodic memory (active items: the ledger minus revocations).", no_args_is_help=True)
 rules_app = typer.Typer(help="Project rules with their state (candidate, active, superseded, revoked).",
                         no_args_is_help=True)
 
 
-def _show(item_id: str, carrier: CarrierKind, as_json: bool) -> None:
-    with open_store() as db:
+def _show(item_id: str, carrier: CarrierKind, as_json: bool, run: str | None, strategy: str | None) -> None:
+    with open_store(run, strategy) as db:
+        item_id = lookup.item_id(db, item_id, carrier.value)
         item = next((i for i in db.carrier_items(carrier.value) if i.id == item_id), None)
         if item is None:
             raise UnknownIdError(f"{carrier.value} item", item_id, f"list them with `lle {carrier.value} list`")
@@ -29,8 +42,8 @@ def _show(item_id: str, carrier: CarrierKind, as_json: bool) -> None:
                     "updates": [u.model_dump(mode="json") for u in updates]})
         return
     state = f"  REVOKED ({blocked})" if blocked else ""
-    console.print(f"[bold]{item.id}[/bold] {carrier.value}, scope {item.scope.level} "
-                  f"{item.scope.family or ''}/{item.scope.project or ''}{state}", highlight=False)
+    console.print(line(styled(item.id, "bold"), f" {carrier.value}, scope {item.scope.level} "
+                       f"{item.scope.family or ''}/{item.scope.project or ''}{state}"))
     console.print_json(data=item.content)
     console.print(f"from experiences {', '.join(item.experience_ids) or '-'}", highlight=False)
     for u in updates:
@@ -38,29 +51,43 @@ def _show(item_id: str, carrier: CarrierKind, as_json: bool) -> None:
         console.print(f"  {u.at.isoformat()[:19]} {u.op:<9} by {u.actor}: {reasons}", highlight=False)
 
 
-def _rows(items: list[CarrierItem], as_json: bool, states: dict[str, str] | None = None) -> None:
+def _rows(items: list[CarrierItem], as_json: bool, states: dict[str, str] | None = None, wide: bool = False) -> None:
     if as_json:
         print_json([{**i.model_dump(mode="json"), **({"state": states[i.id]} if states else {})} for i in items])
         return
-    table = Table("id", "scope", "state" if states else "from", "content")
+    out = table("id", "scope", "state" if states else "from", "content", wide=wide)
     for i in items:
-        text = str(i.content)
-        table.add_row(i.id, f"{i.scope.level} {i.scope.project or ''}", states[i.id] if states else
-                      ",".join(i.experience_ids)[:30], text[:90] + ("…" if len(text) > 90 else ""))
-    console.print(table)
+        text = summary(i.content)
+        # `from`: how many experiences (their ids with `show`, whole); the content is a summary, the id is whole.
+        origin = f"{len(i.experience_ids)} exp"
+        out.add_row(i.id, f"{i.scope.level} {i.scope.project or ''}", states[i.id] if states else origin,
+                    text if wide or len(text) <= 90 else text[:90] + "…")
+    print_table(out, wide)
+
+
+def summary(content: object) -> str:
+    """One line for an item's content: its lesson or text when it has one, else its JSON."""
+    if isinstance(content, dict):
+        for key in ("lesson", "text", "rule", "summary", "name"):
+            if isinstance(content.get(key), str) and content[key]:
+                return str(content[key])
+    return json.dumps(content, ensure_ascii=False)
 
 
 @memory_app.command("list")
-def memory_list(limit: int = typer.Option(50, min=1), as_json: bool = typer.Option(False, "--json")) -> None:
+def memory_list(limit: int = typer.Option(50, min=1), as_json: bool = typer.Option(False, "--json"),
+                run: RunOption = None, strategy: StrategyOption = None, wide: WideOption = False) -> None:
     """Active memories, oldest first."""
-    with open_store() as db:
-        _rows(active_items(db, CarrierKind.memory.value)[:limit], as_json)
+    with open_store(run, strategy) as db:
+        _rows(active_items(db, CarrierKind.memory.value)[:limit], as_json, wide=wide)
 
 
 @memory_app.command("show")
-def memory_show(item_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def memory_show(item_id: str = typer.Argument(..., help="A memory id or a unique prefix of one."),
+                as_json: bool = typer.Option(False, "--json"), run: RunOption = None,
+                strategy: StrategyOption = None) -> None:
     """One memory with its lineage and every decision about it."""
-    _show(item_id, CarrierKind.memory, as_json)
+    _show(item_id, CarrierKind.memory, as_json, run, strategy)
 
 
 @memory_app.command("search")
@@ -71,12 +98,14 @@ def memory_search(
     k: int = typer.Option(5, "-k", min=1),
     mode: str = typer.Option("hybrid", help="hybrid, bm25 or dense."),
     as_json: bool = typer.Option(False, "--json"),
+    run: RunOption = None,
+    strategy: StrategyOption = None,
 ) -> None:
     """Hybrid retrieval (BM25 + embeddings, fused, re-ranked by learned utility), scoped like a task."""
     from lle.carriers.memory import MemoryCarrier
 
     level = ScopeLevel.project if project else ScopeLevel.family if family else ScopeLevel.global_
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         hits = MemoryCarrier(db).search(query, Scope(level=level, family=family, project=project), k,
                                         mode=mode)  # type: ignore[arg-type]
     if as_json:
@@ -89,17 +118,20 @@ def memory_search(
 
 @rules_app.command("list")
 def rules_list(as_json: bool = typer.Option(False, "--json"),
-               all_states: bool = typer.Option(False, "--all", help="Also candidates and ended rules.")) -> None:
+               all_states: bool = typer.Option(False, "--all", help="Also candidates and ended rules."),
+               run: RunOption = None, strategy: StrategyOption = None, wide: WideOption = False) -> None:
     """Project rules (active ones unless --all)."""
     from lle.carriers.rules import RuleBook
 
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         items = RuleBook(db).items()
     chosen = [(i, s) for i, s in items.values() if all_states or s == "active"]
-    _rows([i for i, _ in chosen], as_json, {i.id: s for i, s in chosen})
+    _rows([i for i, _ in chosen], as_json, {i.id: s for i, s in chosen}, wide=wide)
 
 
 @rules_app.command("show")
-def rules_show(item_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def rules_show(item_id: str = typer.Argument(..., help="A rule id or a unique prefix of one."),
+               as_json: bool = typer.Option(False, "--json"), run: RunOption = None,
+               strategy: StrategyOption = None) -> None:
     """One rule with its supporting and contradicting experiences."""
-    _show(item_id, CarrierKind.rules, as_json)
+    _show(item_id, CarrierKind.rules, as_json, run, strategy)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -68,18 +69,23 @@ def line(*parts: str | Text) -> Text:
     return out
 
 
-def table(*columns: str, wide: bool = False, ids: tuple[str, ...] = ("id",)) -> Table:
-    """A table whose id columns are never cut: folded when narrow, on one line with `wide` (every column)."""
-    out = Table()
+def table(*columns: str, wide: bool = False, ids: tuple[str, ...] = ("id",), flex: tuple[str, ...] = ()) -> Table:
+    """A table whose cells are never cut: ids and short columns stay on one line while the terminal allows
+    and fold (never an ellipsis) when it does not; the `flex` columns (default: the last) wrap at words.
+    With `wide` every column stays on one line. `ids` are kept whole first."""
+    # No borders: the columns, not the box, get the width of an 80-column terminal.
+    out = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+    wrapping = set(flex or columns[-1:]) - set(ids)
     for name in columns:
-        # An id stays on one line while the terminal allows, and folds (never an ellipsis) when it does not.
-        out.add_column(name, no_wrap=wide or name in ids, overflow="fold")
+        out.add_column(name, no_wrap=wide or name not in wrapping, overflow="fold")
     return out
 
 
 def print_table(out: Table, wide: bool = False) -> None:
-    # --wide: the table takes the width it needs, however wide the terminal; otherwise ids fold.
-    if wide:
+    # Cells are never cut: when the one-line columns alone are wider than the terminal (or with --wide),
+    # the table takes the width it needs and the terminal wraps its lines, instead of rich cropping them.
+    needed = Measurement.get(console, console.options.update_width(100_000), out).minimum
+    if wide or needed > console.width:
         Console(soft_wrap=True, markup=False, emoji=False, highlight=False, width=100_000).print(out, crop=False)
     else:
         console.print(out)

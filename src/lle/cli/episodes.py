@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
-from lle.cli.common import MAX_ROWS, console, err_console, open_store, print_json
+from lle.cli.common import (
+    MAX_ROWS,
+    RunOption,
+    StrategyOption,
+    WideOption,
+    err_console,
+    open_store,
+    print_json,
+    print_table,
+    table,
+)
 from lle.context.builder import for_policy
 from lle.core import Experience, Levers, Limits, Split
 from lle.errors import InvalidInputError
@@ -107,17 +116,20 @@ def list_(
     limit: int = typer.Option(50, min=1, max=MAX_ROWS),
     offset: int = typer.Option(0, min=0, max=MAX_ROWS),
     as_json: bool = typer.Option(False, "--json"),
+    run: RunOption = None,
+    strategy: StrategyOption = None,
+    wide: WideOption = False,
 ) -> None:
     """List episodes in start order, with their committed steps and whether they finished."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         rows = list_episodes(db, unfinished=unfinished, limit=limit, offset=offset)
     if as_json:
         print_json([{"id": r.id, "small_world": r.small_world.id, "policy": r.policy.model, "steps": n,
                      "finished": done, "started_at": r.started_at.isoformat()} for r, n, done in rows])
         return
-    table = Table("id", "small world", "policy", "steps", "finished", "started")
-    table.columns[0].no_wrap = table.columns[1].no_wrap = True
+    out = table("id", "small world", "policy", "steps", "finished", *(["started"] if wide else []), wide=wide,
+                ids=("id", "small world"), flex=("policy",))
     for r, n, done in rows:
-        table.add_row(r.id, r.small_world.id, r.policy.model, str(n), "yes" if done else "no",
-                      r.started_at.isoformat()[:19])
-    console.print(table)
+        out.add_row(r.id, r.small_world.id, r.policy.model, str(n), "yes" if done else "no",
+                    *([r.started_at.isoformat()[:19]] if wide else []))
+    print_table(out, wide)

@@ -6,11 +6,12 @@ import getpass
 
 import typer
 
-from lle.cli.common import console, open_store, print_json
+from lle.cli.common import RunOption, StrategyOption, console, open_store, print_json
 from lle.core import Outcome
 from lle.errors import InvalidInputError
 from lle.evidence.evidence import decide
 from lle.evidence.verifiers import human_verdict
+from lle.viewer import lookup
 
 app = typer.Typer(help="Evidence about experiences.", no_args_is_help=True)
 
@@ -28,7 +29,7 @@ def add(
     if not note.strip():
         raise InvalidInputError("--note is empty; say what you checked")
     with open_store() as db:
-        exp = db.get_experience(experience_id)
+        exp = db.get_experience(lookup.experience_id(db, experience_id))
         ev = human_verdict(exp.id, exp.small_world, Outcome(outcome), note, author or getpass.getuser())
         db.append_evidence(ev)
         now, level = decide(db.evidence_for(exp.id))
@@ -37,12 +38,13 @@ def add(
 
 
 @app.command("list")
-def list_(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def list_(experience_id: str = typer.Argument(..., help="An experience id or a unique prefix of one."),
+          as_json: bool = typer.Option(False, "--json"), run: RunOption = None,
+          strategy: StrategyOption = None) -> None:
     """All evidence about an experience, including what was added after it was stored."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
+        experience_id = lookup.experience_id(db, experience_id)  # an unknown id is an error, not an empty list
         found = db.evidence_for(experience_id)
-        if not found:
-            db.get_experience(experience_id)  # an unknown id is an error, not an empty list
     if as_json:
         print_json([e.model_dump(mode="json") for e in found])
         return

@@ -10,11 +10,23 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
-from rich.table import Table
 
-from lle.cli.common import MAX_ROWS, console, open_store, print_json
+from lle.cli.common import (
+    MAX_ROWS,
+    RunOption,
+    StrategyOption,
+    WideOption,
+    console,
+    line,
+    open_store,
+    print_json,
+    print_table,
+    styled,
+    table,
+)
 from lle.core import Experience
 from lle.errors import InvalidInputError
+from lle.viewer import lookup
 
 app = typer.Typer(help="Recorded experiences.", no_args_is_help=True)
 
@@ -27,18 +39,24 @@ def list_(
     split: str | None = typer.Option(None, help="train, dev or test."),
     outcome: str | None = typer.Option(None, help="pass, fail or unknown."),
     as_json: bool = typer.Option(False, "--json"),
+    run: RunOption = None,
+    strategy: StrategyOption = None,
+    wide: WideOption = False,
 ) -> None:
     """List experiences, oldest first."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         rows = db.list_experiences(limit=limit, offset=offset, world=world, split=split, outcome=outcome)
     if as_json:
         print_json([dataclasses.asdict(r) for r in rows])
         return
-    table = Table("id", "world", "split", "outcome", "verification", "steps", "created")
+    # The creation time is in the id (a ULID) too: shown only with --wide, so 80 columns fit the rest.
+    out = table("id", "world", "split", "outcome", "verification", "steps", *(["created"] if wide else []), wide=wide,
+                ids=("id", "world"), flex=("verification",))
     for r in rows:
         outcome_text = f"{r.outcome} (revoked)" if r.revoked else r.outcome
-        table.add_row(r.id, r.world, r.split, outcome_text, r.verification, str(r.n_steps), r.created_at[:19])
-    console.print(table)
+        out.add_row(r.id, r.world, r.split, outcome_text, r.verification, str(r.n_steps),
+                    *([r.created_at[:19]] if wide else []))
+    print_table(out, wide)
 
 
 def intervention_text(content: dict[str, Any]) -> str:
@@ -58,9 +76,11 @@ def intervention_text(content: dict[str, Any]) -> str:
 
 
 @app.command("show")
-def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+def show(experience_id: str = typer.Argument(..., help="An experience id or a unique prefix of one."),
+         as_json: bool = typer.Option(False, "--json"), run: RunOption = None, strategy: StrategyOption = None) -> None:
     """Show one experience: each step as requested -> executed -> effect."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
+        experience_id = lookup.experience_id(db, experience_id)
         exp = db.get_experience(experience_id)
         stored = {e.id for e in exp.evidence}
         later = [e for e in db.evidence_for(exp.id) if e.id not in stored]
@@ -69,12 +89,12 @@ def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> N
         print_json(exp.model_dump(mode="json"))
         return
     sw = exp.small_world
-    console.print(f"[bold]{exp.id}[/bold]{'  [red]REVOKED[/red]' if revoked else ''}")
+    console.print(line(styled(exp.id, "bold"), styled("  REVOKED", "red") if revoked else ""))
     console.print(f"task {sw.id} ({sw.world}, project {sw.project}, {sw.split})  policy {exp.policy.model}")
     console.print(f"goal: {sw.goal}", highlight=False)
     for step in exp.steps:
         req, ex, eff = step.request, step.executed, step.effect
-        console.print(f"\n[bold]step {step.index}[/bold]", highlight=False)
+        console.print(line("\n", styled(f"step {step.index}", "bold")))
         for fb in step.feedback:  # what the runtime changed in this step's context, before the model acted
             if fb.kind == "intervention" and isinstance(fb.content, dict):
                 console.print(f"  runtime    {intervention_text(fb.content)}", highlight=False, markup=False)
@@ -82,7 +102,7 @@ def show(experience_id: str, as_json: bool = typer.Option(False, "--json")) -> N
         if req.expect:
             console.print(f"  expected   {req.expect}", highlight=False)
         if not ex.allowed:
-            console.print(f"  executed   [red]DENIED[/red]: {ex.denied_reason}", highlight=False)
+            console.print(line("  executed   ", styled("DENIED", "red"), f": {ex.denied_reason}"))
         elif (ex.tool, ex.args) != (req.tool, req.args):
             console.print(f"  executed   {ex.tool} {json.dumps(ex.args)} ({ex.status})", highlight=False)
         else:
@@ -167,9 +187,10 @@ def import_(path: Path = typer.Argument(..., help="JSON (one object or a list) o
 
 
 @app.command("export")
-def export(world: str | None = typer.Option(None), split: str | None = typer.Option(None)) -> None:
+def export(world: str | None = typer.Option(None), split: str | None = typer.Option(None), run: RunOption = None,
+           strategy: StrategyOption = None) -> None:
     """Write experiences as JSONL to stdout."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         offset = 0
         while rows := db.list_experiences(limit=500, offset=offset, world=world, split=split):
             for row in rows:

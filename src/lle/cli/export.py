@@ -6,12 +6,22 @@ import dataclasses
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from lle import workspace
 from lle.carriers.dataset import Dataset
 from lle.carriers.exports import FORMATS, export, snapshots
-from lle.cli.common import console, err_console, open_store, print_json, settings
+from lle.cli.common import (
+    RunOption,
+    StrategyOption,
+    WideOption,
+    console,
+    err_console,
+    open_store,
+    print_json,
+    print_table,
+    settings,
+    table,
+)
 from lle.core import UpdateOp
 from lle.errors import InvalidInputError
 from lle.governance.hygiene import ContaminationIndex
@@ -31,12 +41,14 @@ def dataset(
                                     help="Check contamination against every registered world's held-out items "
                                          "(slower), not only each experience's own world."),
     as_json: bool = typer.Option(False, "--json"),
+    run: RunOption = None,
+    strategy: StrategyOption = None,
 ) -> None:
     """Write a snapshot of the dataset: OUT/<snap_id>/<format>.jsonl and manifest.json, recorded in the ledger."""
     if fmt not in FORMATS:
         raise InvalidInputError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     folder = out if out is not None else workspace.resolve(settings.workspace) / "exports"
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         carrier = Dataset(db, actor="lle export",
                           contamination=ContaminationIndex.from_registry() if all_worlds else None)
         decided = carrier.admit_pending() if admit else []
@@ -54,16 +66,17 @@ def dataset(
 
 
 @app.command("list")
-def list_(as_json: bool = typer.Option(False, "--json")) -> None:
+def list_(as_json: bool = typer.Option(False, "--json"), run: RunOption = None, strategy: StrategyOption = None,
+          wide: WideOption = False) -> None:
     """List snapshots, oldest first; a snapshot that contains a revoked experience or item is tainted."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         found = snapshots(db)
     if as_json:
         print_json([{**dataclasses.asdict(s), "tainted": s.tainted} for s in found])
         return
-    table = Table("id", "format", "rows", "experiences", "created", "tainted", "path")
+    out = table("id", "format", "rows", "experiences", "created", "tainted", "path", wide=wide,
+                ids=("id", "path"), flex=("tainted",))
     for s in found:
-        taint = f"[red]yes[/red]: {', '.join(s.tainted_by[:3])}{' …' if len(s.tainted_by) > 3 else ''}" \
-            if s.tainted else "no"
-        table.add_row(s.id, s.format, str(s.n_rows), str(len(s.experience_ids)), s.created_at[:19], taint, s.path)
-    console.print(table)
+        taint = f"yes: {', '.join(s.tainted_by[:3])}{' …' if len(s.tainted_by) > 3 else ''}" if s.tainted else "no"
+        out.add_row(s.id, s.format, str(s.n_rows), str(len(s.experience_ids)), s.created_at[:19], taint, s.path)
+    print_table(out, wide)

@@ -1,43 +1,187 @@
-"""`lle report`, `lle runs …`: reading finished (or interrupted) flywheel runs."""
+"""`lle report`, `lle runs list|show|diff|rm`: reading finished (or interrupted) flywheel runs.
+
+Every RUN argument takes `latest`, a run id or a unique prefix of one (`lle.viewer.lookup`).
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import typer
-from rich.table import Table
 
-from lle.cli.common import console, err_console, print_json, settings
-from lle.cli.run import print_table, print_verdicts
+from lle.cli.common import WideOption, console, err_console, line, print_json, print_table, settings, styled, table
+from lle.cli.run import print_table as print_results
+from lle.cli.run import print_verdicts
 from lle.flywheel import loop, report
-from lle.flywheel.evaluate import paired_verdicts, table
+from lle.flywheel.evaluate import paired_verdicts
+from lle.flywheel.evaluate import table as results_table
+from lle.store import Store
+from lle.viewer import lookup
 
-runs_app = typer.Typer(help="Flywheel runs.", no_args_is_help=True)
+runs_app = typer.Typer(help="Flywheel runs (RUN: an id, a unique prefix, or latest).", no_args_is_help=True)
+
+RunArgument = typer.Argument("latest", metavar="[RUN]", help="A run id, a unique prefix of one, or latest (default).")
 
 
-def report_cmd(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
-    """Rebuild a run's report from its stores and print its table."""
+def report_cmd(run_ref: str = RunArgument, as_json: bool = typer.Option(False, "--json"),
+               pages: bool = typer.Option(True, "--pages/--no-pages", help="Also write a page per episode and "
+                                                                           "carrier item beside the report.")) -> None:
+    """Rebuild a run's report (self-contained HTML in the run folder) from its stores and print its table."""
+    run_id = lookup.resolve_run(run_ref, settings.workspace)
     res = report.load_results(run_id, settings.workspace)
     page = report.write_report(res, settings.workspace)
+    if pages:
+        from lle.viewer import static
+
+        page = static.write_pages(run_id, settings.workspace)
     verdicts = [v.row() for v in paired_verdicts(loop.run_folder(run_id, settings.workspace), res.config)]
     if as_json:
-        print_json({"run": run_id, "report": str(page), "table": table(res), "verdict": verdicts})
+        print_json({"run": run_id, "report": str(page), "table": results_table(res), "verdict": verdicts})
         return
-    print_table(table(res))
+    print_results(results_table(res))
     print_verdicts(verdicts)
-    console.print(f"report: {page}", highlight=False)
+    console.print(f"report: {page}")
 
 
 @runs_app.command("list")
-def runs_list(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Runs in this workspace."""
+def runs_list(as_json: bool = typer.Option(False, "--json"), wide: WideOption = False) -> None:
+    """Runs in this workspace, oldest first."""
     damaged: list[str] = []
     runs = loop.list_runs(settings.workspace, damaged)
-    for line in damaged:  # the others are still listed; the damaged ones named on stderr
-        err_console.print(f"[yellow]warning:[/yellow] {line}", highlight=False, soft_wrap=True)
+    for text in damaged:  # the others are still listed; the damaged ones named on stderr
+        err_console.print(line(styled("warning:", "yellow"), f" {text}"), soft_wrap=True)
     if as_json:
         print_json(runs)
         return
-    out = Table("id", "suite", "model", "strategies", "rounds", "finished")
+    out = table("id", "suite", "model", "strategies", "rounds", "finished", wide=wide, flex=("finished",))
     for r in runs:
         out.add_row(str(r["id"]), str(r["suite"]), str(r["model"]), ",".join(r["strategies"]),  # type: ignore[arg-type]
-                    str(r["rounds"]), str(r["finished_at"] or "no (resume with lle run --resume ID)"))
-    console.print(out)
+                    str(r["rounds"]), str(r["finished_at"] or "")[:19] or f"no (lle run --resume {r['id']})")
+    print_table(out, wide)
+
+
+def _stores(run_id: str) -> dict[str, dict[str, int]]:
+    """Rows per strategy store: what each strategy recorded and keeps."""
+    from lle.governance.lineage import active_items
+
+    out: dict[str, dict[str, int]] = {}
+    for strategy in lookup.strategies_of(run_id, settings.workspace):
+        found = lookup.run_store(run_id, strategy, settings.workspace)
+        with Store(found.path) as db:
+            active = active_items(db)
+            out[strategy] = {"experiences": db.count("experiences"), "updates": db.count("updates"),
+                             "revocations": db.count("revocations"), "active items": len(active)}
+    return out
+
+
+@runs_app.command("show")
+def show(run_ref: str = RunArgument, as_json: bool = typer.Option(False, "--json")) -> None:
+    """One run: its config, where its stores are, what each holds, the held-out table and the verdict."""
+    run_id = lookup.resolve_run(run_ref, settings.workspace)
+    config = loop.load_config(run_id, settings.workspace)
+    folder = loop.run_folder(run_id, settings.workspace)
+    finished = (folder / "finished_at").read_text() if (folder / "finished_at").exists() else None
+    stores = _stores(run_id)
+    res = report.load_results(run_id, settings.workspace)
+    rows = results_table(res)
+    verdicts = [v.row() for v in paired_verdicts(folder, config)]
+    if as_json:
+        print_json({"run": run_id, "folder": str(folder), "finished_at": finished,
+                    "config": config.model_dump(mode="json"), "stores": stores, "table": rows, "verdict": verdicts})
+        return
+    console.print(line(styled(run_id, "bold"), f"  {folder}"))
+    console.print(f"finished   {finished[:19] if finished else 'no: continue with lle run --resume ' + run_id}")
+    console.print(f"suite      {config.suite}   model {config.model}   rounds {config.rounds}   "
+                  f"train {config.train_per_round}/round   eval {config.eval_tasks}   seed {config.seed}")
+    out = table("strategy", "experiences", "updates", "active items", "revocations", ids=())
+    for strategy, counts in stores.items():
+        out.add_row(strategy, *(str(counts[k]) for k in ("experiences", "updates", "active items", "revocations")))
+    print_table(out)
+    console.print(f"read one with: lle experiences list --run {run_id} --strategy STRATEGY")
+    print_results(rows)
+    print_verdicts(verdicts)
+
+
+def _flat(value: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            out |= _flat(item, f"{prefix}{key}.")
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def diff_rows(a: str, b: str) -> dict[str, list[dict[str, object]]]:
+    """Config keys that differ, and the held-out table side by side (world, strategy) for both runs."""
+    configs = [_flat(loop.load_config(r, settings.workspace).model_dump(mode="json")) for r in (a, b)]
+    keys = sorted(set(configs[0]) | set(configs[1]))
+    config = [{"key": k, "a": configs[0].get(k), "b": configs[1].get(k)}
+              for k in keys if k != "id" and configs[0].get(k) != configs[1].get(k)]
+    tables = [{(str(r["world"]), str(r["strategy"])): r
+               for r in results_table(report.load_results(x, settings.workspace))} for x in (a, b)]
+    rows = []
+    for key in sorted(set(tables[0]) | set(tables[1])):
+        left, right = tables[0].get(key), tables[1].get(key)
+        rate_a = left["last_rate"] if left else None
+        rate_b = right["last_rate"] if right else None
+        both = rate_a is not None and rate_b is not None
+        change = round(float(str(rate_b)) - float(str(rate_a)), 3) if both else None
+        rows.append({"world": key[0], "strategy": key[1], "a": left["last"] if left else None,
+                     "b": right["last"] if right else None, "change": change})
+    return {"config": config, "table": rows}
+
+
+@runs_app.command("diff")
+def diff(a: str = typer.Argument(..., help="The first run (id, prefix or latest)."),
+         b: str = typer.Argument(..., help="The second run."), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Two runs side by side: the config keys that differ, then held-out success at the last round."""
+    run_a, run_b = lookup.resolve_run(a, settings.workspace), lookup.resolve_run(b, settings.workspace)
+    found = diff_rows(run_a, run_b)
+    if as_json:
+        print_json({"a": run_a, "b": run_b, **found})
+        return
+    console.print(f"a = {run_a}\nb = {run_b}")
+    if found["config"]:
+        out = table("config", "a", "b", ids=("config",))
+        for row in found["config"]:
+            out.add_row(str(row["key"]), json.dumps(row["a"]), json.dumps(row["b"]))
+        print_table(out)
+    else:
+        console.print("configs: the same (but for the id)")
+    out = table("world", "strategy", "a (last round)", "b (last round)", "change", ids=("world",))
+    for row in found["table"]:
+        change = row["change"]
+        out.add_row(str(row["world"]), str(row["strategy"]), str(row["a"] or "—"), str(row["b"] or "—"),
+                    f"{float(str(change)):+.3f}" if change is not None else "—")
+    print_table(out)
+
+
+@runs_app.command("rm")
+def rm(run_ref: str = typer.Argument(..., metavar="RUN", help="A run id or a unique prefix (not `latest`: "
+                                                                 "name what you delete)."),
+       yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask.")) -> None:
+    """Delete a run's folder: its config, stores and report (the workspace's own store is not touched)."""
+    if run_ref == lookup.LATEST:
+        raise typer.BadParameter("name the run to delete by its id or a prefix (see `lle runs list`), not latest")
+    run_id = lookup.resolve_run(run_ref, settings.workspace)
+    folders = [loop.run_folder(run_id, settings.workspace), report.legacy_reports_dir(run_id, settings.workspace)]
+    folders = [f for f in folders if f.exists()]
+    size = sum(p.stat().st_size for f in folders for p in f.rglob("*") if p.is_file())
+    if not yes and not typer.confirm(f"delete {', '.join(map(str, folders))} ({size / 1e6:.1f} MB)?", err=True):
+        err_console.print(f"nothing deleted: {run_id} is kept")
+        raise typer.Exit(1)
+    for folder in folders:
+        shutil.rmtree(folder)
+    console.print(f"deleted {run_id}: {', '.join(str(Path(f)) for f in folders)}")
+
+
+def view(
+    port: int = typer.Option(8765, "--port", min=1, max=65535),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
+) -> None:
+    """Browse runs, episodes and carriers in a local web app; revoke from it with the printed token."""
+    from lle.viewer.app import serve
+
+    serve(settings.workspace, host=host, port=port)

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from lle.carriers.skill_mining import render_call
 from lle.carriers.skills import Skill, SkillLibrary, SkillState
-from lle.cli.common import console, open_store, print_json
+from lle.cli.common import RunOption, StrategyOption, WideOption, console, open_store, print_json, print_table, table
 from lle.errors import InvalidInputError
+from lle.store import Store
+from lle.viewer import lookup
 
 app = typer.Typer(help="Skills: macros of tool calls mined from verified successes, offered after replay.",
                   no_args_is_help=True)
@@ -29,36 +30,45 @@ def _row(skill: Skill) -> dict[str, Any]:
             "macro": " -> ".join(render_call(c) for c in desc.calls)}
 
 
+def skill_ref(db: Store, ref: str) -> str:
+    """A skill name as it is; an `itm_` prefix completed to the one skill id it starts."""
+    return lookup.item_id(db, ref, "skills") if ref.startswith("itm_") else ref
+
+
 @app.command("list")
 def list_(
     state: SkillState | None = typer.Option(None, help="Only skills in this state."),
     family: str | None = typer.Option(None, help="Only this task family."),
     as_json: bool = typer.Option(False, "--json"),
+    run: RunOption = None,
+    strategy: StrategyOption = None,
+    wide: WideOption = False,
 ) -> None:
     """List skills, oldest first, with their state."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         skills = [s for s in SkillLibrary(db).skills(family) if state is None or s.state is state]
     if as_json:
         print_json([_row(s) for s in skills])
         return
-    table = Table("name", "v", "state", "support", "macro")
-    table.add_column("id", no_wrap=True)
+    out = table("id", "name", "v", "state", "support", "macro", wide=wide)
     for s in skills:
         row = _row(s)
-        table.add_row(s.name, str(s.descriptor.version), s.state.value,
-                      f"{row['support']} in {len(row['projects'])} projects", row["macro"], s.item_id)
-    console.print(table)
+        out.add_row(s.item_id, s.name, str(s.descriptor.version), s.state.value,
+                    f"{row['support']} in {len(row['projects'])}", row["macro"])
+    print_table(out, wide)
 
 
 @app.command("show")
 def show(
-    ref: str = typer.Argument(..., help="A skill id (itm_…) or name (its latest version)."),
+    ref: str = typer.Argument(..., help="A skill id (itm_…, a unique prefix is enough) or name (its latest version)."),
     as_json: bool = typer.Option(False, "--json"),
+    run: RunOption = None,
+    strategy: StrategyOption = None,
 ) -> None:
     """Show one skill: its descriptor, state and lifecycle (every update, with gate reasons)."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         library = SkillLibrary(db)
-        skill = library.get(ref)
+        skill = library.get(skill_ref(db, ref))
         history = db.list_updates(limit=1_000_000, carrier="skills")
         uses = library.uses(skill.item_id)
     updates = [u for u in history if u.item_id == skill.item_id]
@@ -90,7 +100,7 @@ def retire(
 ) -> None:
     """Retire a skill: it is no longer offered (appends one update; nothing is deleted)."""
     with open_store() as db:
-        update = SkillLibrary(db).retire(ref, reason, author or getpass.getuser())
+        update = SkillLibrary(db).retire(skill_ref(db, ref), reason, author or getpass.getuser())
     console.print(f"{update.id}: retired {update.item_id}", highlight=False)
 
 
@@ -101,7 +111,7 @@ def export(
 ) -> None:
     """Write the skill's descriptor as JSON (another workspace imports it as a candidate)."""
     with open_store() as db:
-        text = json.dumps(SkillLibrary(db).export(ref), indent=2, ensure_ascii=False)
+        text = json.dumps(SkillLibrary(db).export(skill_ref(db, ref)), indent=2, ensure_ascii=False)
     if output is None:
         print(text)
     else:

@@ -5,13 +5,23 @@ from __future__ import annotations
 import getpass
 
 import typer
-from rich.table import Table
 
 from lle import registry
-from lle.cli.common import MAX_ROWS, console, open_store, print_json
+from lle.cli.common import (
+    MAX_ROWS,
+    RunOption,
+    StrategyOption,
+    WideOption,
+    console,
+    open_store,
+    print_json,
+    print_table,
+    table,
+)
 from lle.errors import InvalidInputError
 from lle.governance import lineage
 from lle.store import Store
+from lle.viewer import lookup
 
 app = typer.Typer(help="Carrier updates: every routing decision, with its gate and reasons.", no_args_is_help=True)
 
@@ -23,18 +33,23 @@ def list_(
     limit: int = typer.Option(50, min=1, max=MAX_ROWS),
     offset: int = typer.Option(0, min=0, max=MAX_ROWS),
     as_json: bool = typer.Option(False, "--json"),
+    run: RunOption = None,
+    strategy: StrategyOption = None,
+    wide: WideOption = False,
 ) -> None:
     """List updates, oldest first."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         updates = db.list_updates(limit=limit, offset=offset, carrier=carrier, op="reject" if rejected else None)
     if as_json:
         print_json([u.model_dump(mode="json") for u in updates])
         return
-    table = Table("id", "carrier", "op", "item", "gate", "actor", "at")
+    # The actor and time are in --json and --wide; 80 columns keep the two ids whole and the gate's words.
+    extra = ["actor", "at"] if wide else []
+    out = table("id", "carrier", "op", "item", "gate", *extra, wide=wide, ids=("id", "item"), flex=("gate",))
     for u in updates:
         gate = f"{u.gate.name}: {'pass' if u.gate.passed else '; '.join(u.gate.reasons)}" if u.gate else ""
-        table.add_row(u.id, u.carrier, u.op, u.item_id or "", gate, u.actor, u.at.isoformat()[:19])
-    console.print(table)
+        out.add_row(u.id, u.carrier, u.op, u.item_id or "", gate, *([u.actor, u.at.isoformat()[:19]] if wide else []))
+    print_table(out, wide)
 
 
 def _known_world(db: Store, world: str) -> None:
@@ -56,6 +71,7 @@ def revoke(
 ) -> None:
     """Revoke a record or a whole source, and everything derived from it: appends one revocation row."""
     with open_store() as db:
+        target = lookup.record_id(db, target)
         if target.startswith("world:"):
             _known_world(db, target.removeprefix("world:").split("@", 1)[0])
         rev = lineage.revoke(db, target, reason, author or getpass.getuser(), dry_run=dry_run)

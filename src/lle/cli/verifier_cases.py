@@ -6,11 +6,11 @@ import getpass
 
 import typer
 from pydantic import JsonValue
-from rich.table import Table
 
 from lle.carriers.verifier_cases import VerifierCases
-from lle.cli.common import console, open_store, print_json
+from lle.cli.common import RunOption, StrategyOption, WideOption, console, open_store, print_json, print_table, table
 from lle.core import CarrierItem, UpdateOp
+from lle.viewer import lookup
 
 app = typer.Typer(help="Verifier cases: a missed failure, confirmed by a stronger anchor, approved by a person.",
                   no_args_is_help=True)
@@ -35,19 +35,23 @@ def list_(
     state: str | None = typer.Option(None, help="Only this state: candidate, active, rejected, retired, revoked."),
     family: str | None = typer.Option(None, help="Only this task family (e.g. math)."),
     as_json: bool = typer.Option(False, "--json"),
+    run: RunOption = None,
+    strategy: StrategyOption = None,
+    wide: WideOption = False,
 ) -> None:
     """List verifier cases with their state (candidates wait for a person's approval)."""
-    with open_store() as db:
+    with open_store(run, strategy) as db:
         found = [_summary(item, s) for item, s in VerifierCases(db).items().values()
                  if (state is None or s == state) and (family is None or item.scope.family == family)]
     if as_json:
         print_json(found)
         return
-    table = Table("id", "state", "family", "small world", "check", "missed in", "caught by")
+    out = table("id", "state", "family", "small world", "check", "missed in", "caught by", wide=wide,
+                ids=("id", "small world", "missed in"), flex=("caught by",))
     for c in found:
-        table.add_row(str(c["id"]), str(c["state"]), str(c["family"]), str(c["small_world_id"]), str(c["check"]),
-                      str(c["experience_id"]), str(c["caught_by"]))
-    console.print(table)
+        out.add_row(str(c["id"]), str(c["state"]), str(c["family"]), str(c["small_world_id"]), str(c["check"]),
+                    str(c["experience_id"]), str(c["caught_by"]))
+    print_table(out, wide)
 
 
 @app.command("scan")
@@ -68,6 +72,7 @@ def scan(as_json: bool = typer.Option(False, "--json")) -> None:
 
 def _decide(verb: str, item_id: str, reason: str, author: str | None, as_json: bool) -> None:
     with open_store() as db:
+        item_id = lookup.item_id(db, item_id, "verifier_cases")
         cases = VerifierCases(db)
         update = getattr(cases, verb)(item_id, actor=author or getpass.getuser(), reason=reason)
     if as_json:

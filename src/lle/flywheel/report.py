@@ -1,15 +1,23 @@
-"""The run report: `.lle/reports/RUN/index.html` with its plots beside it, nothing from elsewhere.
+"""The run report: `runs/RUN/report/index.html`, one self-contained file (plots inline as SVG, no other
+file needed), and `summary.json` beside it. `lle view` shows the same sections live, and `lle report`
+adds a page per episode and carrier item (`lle.viewer.static`).
 
-Plots (matplotlib, PNG): held-out success per round for each strategy and world with Wilson
-intervals; carrier growth per round and steps per solved task; active carriers and gate decisions.
-The HTML links only files in its own folder, so the folder can be copied or served as it is.
+Plots (matplotlib, SVG): held-out success per round with every strategy overlaid in one figure,
+95 % Wilson intervals as bands (`none`, which learns nothing, is its round-0 line across every
+round); one panel per world when there are several; the curriculum level per family when the run
+folder has `curriculum.jsonl`; carrier growth and gate decisions. A panel with nothing to show is
+left out, and an empty cell reads "—", never `None`.
 """
 
 from __future__ import annotations
 
 import html
+import io
 import json
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from lle.core import RunConfig
 from lle.flywheel.evaluate import RunResults, paired_verdicts, table
@@ -17,167 +25,349 @@ from lle.flywheel.suite import SNAPSHOT
 from lle.flywheel.verdict import wilson
 from lle.workspace import resolve
 
+REPORT = "report"
+"""The report's folder inside the run folder: the run, its stores and its report travel together."""
+CURRICULUM = "curriculum.jsonl"
+"""Optional, written by curriculum runs: {"strategy","round","family","level","train_success","train_episodes"}."""
+DASH = "—"
+COLORS = {"none": "#7f7f7f", "raw": "#ff7f0e", "lle": "#1f77b4"}
+STYLES = {"none": "--", "raw": ":", "lle": "-"}
+MARKERS = {"none": "s", "raw": "^", "lle": "o"}
 
-def reports_dir(run_id: str, workspace: str | Path | None = None) -> Path:
+CSS = """body{font-family:system-ui,sans-serif;max-width:72em;margin:1.5em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:.5em 0}td:first-child{white-space:nowrap}
+td,th{border:1px solid #ccc;padding:2px 8px;font-size:90%;
+vertical-align:top;text-align:left}th{background:#f4f4f4}code,pre,.id{font-family:ui-monospace,monospace;
+font-size:90%}pre{background:#f8f8f8;padding:.5em;overflow-x:auto;white-space:pre-wrap}
+figure{margin:.5em 0}figcaption{font-size:85%;color:#555}.muted{color:#777}.bad{color:#b00}.good{color:#070}
+nav a{margin-right:1em}.step{border-left:3px solid #ccc;padding-left:.8em;margin:1em 0}
+.step.denied{border-color:#b00}dt{font-weight:bold;float:left;width:9em;clear:left}dd{margin-left:10em}
+.revoked{text-decoration:line-through;color:#999}"""
+
+
+def report_dir(run_id: str, workspace: str | Path | None = None) -> Path:
+    from lle.flywheel.loop import run_folder
+
+    return run_folder(run_id, workspace) / REPORT
+
+
+reports_dir = report_dir
+"""The earlier name, kept for callers."""
+
+
+def legacy_reports_dir(run_id: str, workspace: str | Path | None = None) -> Path:
+    """Where reports were written before they moved into the run folder (`lle runs rm` removes it too)."""
     return resolve(workspace) / "reports" / run_id
 
 
-def _plots(res: RunResults, folder: Path) -> list[tuple[str, str]]:
+def cell(value: object) -> str:
+    """A table cell as people read it: nothing known is "—", never `None` or an empty string."""
+    if value is None or value == "" or value == []:
+        return DASH
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+        return f"{value[0]:.2f}–{value[1]:.2f}"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def esc(value: object) -> str:
+    return html.escape(cell(value))
+
+
+def html_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    """`columns`: (key, header) pairs; values escaped and shown through `cell`."""
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
+    body = "".join("<tr>" + "".join(f"<td>{esc(row.get(key))}</td>" for key, _ in columns) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+# --- figures --------------------------------------------------------------------------------------------
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]  # inline: no XML prologue or doctype inside the page
+
+
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")  # no display here, and none needed
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def strategies_of(config: RunConfig) -> list[str]:
+    return ["none", *[s for s in config.strategies if s != "none"]]
+
+
+def _curve(res: RunResults, strategy: str, world: str | None) -> tuple[list[int], list[float], list[float],
+                                                                         list[float], list[str]]:
+    rounds, rates, lows, highs, labels = [], [], [], [], []
+    for round_, total in res.curve(strategy):
+        found = total if world is None else res.eval.get(("none" if round_ == 0 else strategy, round_, world))
+        if found is None or found.n == 0:
+            continue
+        low, high = wilson(found.passed, found.n)
+        rounds.append(round_)
+        rates.append(found.rate)
+        lows.append(low)
+        highs.append(high)
+        labels.append(f"{found.passed}/{found.n}")
+    if strategy == "none" and rounds:  # nothing is learned: the baseline holds every round
+        rounds = list(range(0, res.config.rounds + 1))
+        n = len(rounds)
+        rates, lows, highs, labels = rates * n, lows * n, highs * n, labels * n
+    return rounds, rates, lows, highs, labels
+
+
+def _draw_curves(ax: Any, res: RunResults, world: str | None, legend: bool) -> bool:
     from matplotlib.ticker import MaxNLocator
 
-    made: list[tuple[str, str]] = []
-    strategies = ["none", *[s for s in res.config.strategies if s != "none"]]
-    for world in [*res.worlds(), None]:
-        fig, ax = plt.subplots(figsize=(5.5, 3.4))
-        for strategy in strategies:
-            rounds, rates, lows, highs = [], [], [], []
-            for round_, total in res.curve(strategy):
-                cell = total if world is None else res.eval.get(("none" if round_ == 0 else strategy, round_, world))
-                if cell is None or cell.n == 0:
-                    continue
-                low, high = wilson(cell.passed, cell.n)
-                rounds.append(round_)
-                rates.append(cell.rate)
-                lows.append(max(0.0, cell.rate - low))  # float rounding can put the bound a hair past the rate
-                highs.append(max(0.0, high - cell.rate))
-            if strategy == "none" and rounds:  # nothing is learned: the baseline holds every round
-                rounds = list(range(0, res.config.rounds + 1))
-                rates, lows, highs = rates * len(rounds), lows * len(rounds), highs * len(rounds)
-            ax.errorbar(rounds, rates, yerr=[lows, highs], marker="o", capsize=3, label=strategy)
-        ax.set_ylim(-0.05, 1.05)
+    names = strategies_of(res.config)
+    drawn = False
+    for i, strategy in enumerate(names):
+        rounds, rates, lows, highs, _ = _curve(res, strategy, world)
+        if not rounds:
+            continue
+        drawn = True
+        # A small sideways shift per strategy: equal rates (the oracle solves all) do not hide each other.
+        shift = (i - (len(names) - 1) / 2) * 0.04
+        xs = [r + shift for r in rounds]
+        color = COLORS.get(strategy)
+        ax.fill_between(xs, lows, highs, color=color, alpha=0.15, linewidth=0)
+        ax.plot(xs, rates, STYLES.get(strategy, "-"), marker=MARKERS.get(strategy, "o"), color=color, label=strategy)
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_xlabel("round")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("held-out success")
+    ax.set_title(world or "all worlds")
+    ax.grid(alpha=0.3)
+    if legend and drawn:
+        ax.legend(loc="lower right", fontsize=8)
+    return drawn
+
+
+def curves_svg(res: RunResults, size: tuple[float, float] = (6.0, 3.6)) -> str | None:
+    """Held-out success per round, every strategy in one figure, Wilson bands; None when nothing was evaluated."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=size)
+    if not _draw_curves(ax, res, None, legend=True):
+        plt.close(fig)
+        return None
+    return _svg(fig)
+
+
+def worlds_svg(res: RunResults) -> str | None:
+    """One small panel per world (only when there are several: with one, it is the figure above)."""
+    worlds = res.worlds()
+    if len(worlds) < 2:
+        return None
+    plt = _pyplot()
+    cols = min(3, len(worlds))
+    rows = (len(worlds) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.6 * rows), squeeze=False)
+    for n, ax in enumerate(axes.flat):
+        if n < len(worlds):
+            _draw_curves(ax, res, worlds[n], legend=n == 0)
+        else:
+            ax.remove()  # no empty panel
+    return _svg(fig)
+
+
+def read_curriculum(folder: Path) -> list[dict[str, Any]]:
+    path = folder / CURRICULUM
+    if not path.exists():
+        return []
+    rows = []
+    for text in path.read_text().splitlines():
+        try:
+            row = json.loads(text)
+        except ValueError:
+            continue  # a line being written while we read: the next report has it
+        if isinstance(row, dict) and {"strategy", "round", "family", "level"} <= set(row):
+            rows.append(row)
+    return rows
+
+
+def curriculum_svg(folder: Path) -> str | None:
+    """The curriculum level per family per round (one line per strategy and family); None without the file."""
+    rows = read_curriculum(folder)
+    if not rows:
+        return None
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    lines: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    for row in rows:
+        lines[(str(row["strategy"]), str(row["family"]))][int(row["round"])] = float(row["level"])
+    fig, ax = plt.subplots(figsize=(6.0, 3.2))
+    for (strategy, family), points in sorted(lines.items()):
+        rounds = sorted(points)
+        ax.plot(rounds, [points[r] for r in rounds], STYLES.get(strategy, "-"), marker="o",
+                label=f"{strategy}: {family}")
+    ax.set_xlabel("round")
+    ax.set_ylabel("curriculum level")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title("curriculum level per family")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def growth_svg(res: RunResults) -> str | None:
+    """Carriers admitted per round (cumulative) and held-out steps per solved task; only the panels with data."""
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    has_growth = any(any(counts for counts in per_round.values()) for per_round in res.growth.values())
+    steps = {s: [(r, c.steps_solved / c.passed) for r, c in res.curve(s) if c.passed]
+             for s in strategies_of(res.config)}
+    has_steps = any(steps.values())
+    panels = [p for p, keep in (("growth", has_growth), ("steps", has_steps)) if keep]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.2), squeeze=False)
+    for ax, panel in zip(axes.flat, panels, strict=True):
+        if panel == "growth":
+            for strategy, per_round in res.growth.items():
+                for carrier in sorted({c for counts in per_round.values() for c in counts}):
+                    rounds = sorted(per_round)
+                    ax.plot(rounds, [per_round[r].get(carrier, 0) for r in rounds], STYLES.get(strategy, "-"),
+                            marker="o", label=f"{strategy}: {carrier}")
+            ax.set_title("carrier items admitted (skills: activated), cumulative", fontsize=9)
+        else:
+            for strategy, points in steps.items():
+                if points:
+                    ax.plot([r for r, _ in points], [v for _, v in points], STYLES.get(strategy, "-"),
+                            marker=MARKERS.get(strategy, "o"), color=COLORS.get(strategy), label=strategy)
+            ax.set_title("held-out steps per solved task", fontsize=9)
         ax.set_xlabel("round")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel("held-out success")
-        ax.set_title(world or "all worlds")
-        ax.legend()
-        name = f"success-{(world or 'all').replace('/', '_')}.png"
-        fig.tight_layout()
-        fig.savefig(folder / name, dpi=90)
-        plt.close(fig)
-        made.append((name, f"Held-out success per round: {world or 'all worlds'} (95 % Wilson intervals)"))
-    if any(res.growth.values()):
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
-        for strategy, per_round in res.growth.items():
-            for carrier in sorted({c for counts in per_round.values() for c in counts}):
-                rounds = sorted(per_round)
-                left.plot(rounds, [per_round[r].get(carrier, 0) for r in rounds], marker="o",
-                          label=f"{strategy}: {carrier}")
-        left.set_xlabel("round")
-        left.set_title("carrier items admitted (skills: activated), cumulative")
-        left.legend(fontsize=7)
-        for strategy in strategies:
-            points = [(r, c.steps_solved / c.passed) for r, c in res.curve(strategy) if c.passed]
-            if points:
-                right.plot([r for r, _ in points], [v for _, v in points], marker="o", label=strategy)
-        right.set_xlabel("round")
-        for ax in (left, right):
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        right.set_title("held-out steps per solved task" if right.lines else "no held-out task solved")
-        if right.lines:
-            right.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(folder / "growth.png", dpi=90)
-        plt.close(fig)
-        made.append(("growth.png", "Carrier growth per round, and steps per solved held-out task"))
-    if res.carriers or res.gates:
-        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4))
-        names = sorted({c for counts in res.carriers.values() for c in counts})
-        for i, strategy in enumerate(res.carriers):
-            left.bar([n + i * 0.4 for n in range(len(names))], [res.carriers[strategy].get(c, 0) for c in names],
-                     width=0.4, label=strategy)
-        left.set_xticks(range(len(names)), names)
-        left.set_title("active carrier items after the last round")
-        left.legend()
-        decisions = sorted({d for counts in res.gates.values() for d in counts})
-        for i, strategy in enumerate(res.gates):
-            right.barh([n + i * 0.4 for n in range(len(decisions))], [res.gates[strategy].get(d, 0) for d in decisions],
-                       height=0.4, label=strategy)
-        right.set_yticks(range(len(decisions)), decisions, fontsize=7)
-        right.set_title("gate decisions (gate:op)")
-        fig.tight_layout()
-        fig.savefig(folder / "carriers.png", dpi=90)
-        plt.close(fig)
-        made.append(("carriers.png", "Carrier growth and gate decisions"))
-    return made
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+# --- the page -------------------------------------------------------------------------------------------
+
+RESULT_COLUMNS = [("world", "world"), ("strategy", "strategy"), ("round0", "round 0 solved"),
+                  ("last", "last round solved"), ("last_rate", "rate"), ("ci95", "95 % interval"),
+                  ("steps_per_solved", "steps / solved"), ("tokens_per_solved", "tokens / solved"),
+                  ("time_capped", "stopped by time cap")]
+VERDICT_COLUMNS = [("strategy", "strategy"), ("baseline", "against"), ("n", "tasks"), ("solved", "solved"),
+                   ("difference_points", "difference (points)"), ("b", "b: only strategy"),
+                   ("c", "c: only baseline"), ("p_value", "p (McNemar)"), ("ci95_points", "95 % interval (points)"),
+                   ("time_capped", "time-capped")]
+
+
+def verdict_html(rows: list[dict[str, object]]) -> str:
+    """The paired verdict: a small table and its sentences (lle.flywheel.verdict says how it is computed)."""
+    if not rows:
+        return ""
+    sentences = "".join(f"<li>{html.escape(str(row['sentence']))}</li>" for row in rows)
+    return ("<h2>Paired verdict</h2><p>Last round against <code>none</code> and <code>raw</code> on the same held-out "
+            "tasks, task by task: b = solved only by the strategy, c = only by the baseline; exact McNemar p-value; "
+            "Newcombe's paired 95 % interval of the difference, in points.</p>"
+            f"{html_table(rows, VERDICT_COLUMNS)}<ul>{sentences}</ul>")
+
+
+def figure(svg: str | None, caption: str) -> str:
+    return f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>" if svg else ""
+
+
+def run_sections(res: RunResults, folder: Path, verdicts: list[dict[str, object]],
+                 link: Callable[[str, str], str] | None = None) -> str:
+    """The body of the run page, shared by the report file and `lle view`: curves, table, verdict, growth,
+    curriculum, carriers, revocations, config. `link(strategy, id)` makes ids links (None: plain text)."""
+    rows = table(res)
+    capped = sum(int(str(r["time_capped"])) for r in rows if r["world"] == "all")
+    capped_note = (f"<p>Stopped by the time cap: {capped} held-out episodes (a safety cap on wall-clock time, not a "
+                   "failure of the agent; left out of the rates above and of the verdict).</p>") if capped else ""
+    parts = [
+        figure(curves_svg(res), "Held-out success per round, all strategies (bands: 95 % Wilson intervals; "
+                                "none learns nothing, so its round-0 result holds every round)."),
+        "<h2>Held-out success</h2><p>Dev small worlds: round 0 (before any experience) against the last round. "
+        "Success means the world's own anchor passed; unknown counts as not solved.</p>",
+        html_table(rows, RESULT_COLUMNS), capped_note, verdict_html(verdicts),
+        figure(worlds_svg(res), "Held-out success per round and world."),
+        figure(curriculum_svg(folder), "Curriculum level per family and round (from curriculum.jsonl)."),
+        figure(growth_svg(res), "Carrier growth per round, and held-out steps per solved task."),
+        _carriers_html(res), _revoked_html(res, link), _poison_html(res),
+        f"<h2>Config</h2><pre>{html.escape(json.dumps(res.config.model_dump(mode='json'), indent=2))}</pre>",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def _carriers_html(res: RunResults) -> str:
+    if not res.carriers and not res.gates:
+        return ""
+    names = sorted({c for counts in res.carriers.values() for c in counts})
+    rows = [{"strategy": s, **counts} for s, counts in res.carriers.items()]
+    active = html_table(rows, [("strategy", "strategy"), *[(n, n) for n in names]]) if names else "<p>None.</p>"
+    decisions = sorted({d for counts in res.gates.values() for d in counts})
+    gate_rows = [{"decision": d, **{s: res.gates[s].get(d, 0) for s in res.gates}} for d in decisions]
+    gates = html_table(gate_rows, [("decision", "gate: decision"), *[(s, s) for s in res.gates]]) if decisions else ""
+    return f"<h2>Active carrier items after the last round</h2>{active}<h2>Gate decisions</h2>{gates}"
+
+
+def _revoked_html(res: RunResults, link: Callable[[str, str], str] | None) -> str:
+    rows = [(strategy, r) for strategy, revocations in res.revocations.items() for r in revocations]
+    if not rows:
+        return "<h2>Revoked</h2><p>Nothing.</p>"
+    body = "".join(
+        f"<tr><td>{html.escape(s)}</td><td class='id'>{link(s, r.target) if link else html.escape(r.target)}</td>"
+        f"<td>{html.escape(r.reason)}</td><td>{html.escape(r.author)}</td><td>{r.at:%Y-%m-%d %H:%M}</td>"
+        f"<td>{len(r.cascade)}</td></tr>" for s, r in rows)
+    return ("<h2>Revoked</h2><table><tr><th>strategy</th><th>target</th><th>reason</th><th>who</th><th>when</th>"
+            f"<th>derived records revoked with it</th></tr>{body}</table>")
+
+
+def _poison_html(res: RunResults) -> str:
+    if res.config.scenario != "poison":
+        return ""
+    keys = sorted({k for counts in res.poison.values() for k in counts})
+    rows = [{"key": k, **{s: res.poison[s].get(k, 0) for s in res.poison}} for k in keys]
+    return ("<h2>Poison scenario: what reached each carrier</h2>"
+            + html_table(rows, [("key", "carrier: kind"), *[(s, s) for s in res.poison]]))
+
+
+def page(title: str, body: str, nav: str = "") -> str:
+    """A whole page: inline CSS, nothing loaded from anywhere."""
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{CSS}</style></head><body>{nav}<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")
 
 
 def write_report(res: RunResults, workspace: str | Path | None = None) -> Path:
-    folder = reports_dir(res.config.id, workspace)
-    folder.mkdir(parents=True, exist_ok=True)
-    plots = _plots(res, folder)
-    rows = table(res)
     from lle.flywheel.loop import run_folder
 
     run = run_folder(res.config.id, workspace)
+    folder = report_dir(res.config.id, workspace)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = table(res)
     verdicts = [v.row() for v in paired_verdicts(run, res.config)]
     suite = json.loads((run / SNAPSHOT).read_text()) if (run / SNAPSHOT).exists() else None
     (folder / "summary.json").write_text(json.dumps({"config": res.config.model_dump(mode="json"), "table": rows,
                                                      "verdict": verdicts, "suite": suite,
                                                      "carriers": res.carriers, "gates": res.gates,
                                                      "revoked": res.revoked, "growth": res.growth,
+                                                     "curriculum": read_curriculum(run),
                                                      "poison": res.poison}, indent=2))
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0]) if rows else ""
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>"
-                   for row in rows)
-    figures = "".join(f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
-                      f"<figcaption>{html.escape(caption)}</figcaption></figure>" for name, caption in plots)
-    revoked = "".join(
-        f"<tr><td>{html.escape(strategy)}</td><td>{html.escape(r.target)}</td><td>{html.escape(r.reason)}</td>"
-        f"<td>{html.escape(r.author)}</td><td>{r.at:%Y-%m-%d %H:%M}</td><td>{len(r.cascade)}</td></tr>"
-        for strategy, revocations in res.revocations.items() for r in revocations)
-    revoked = ("<h2>Revoked</h2><table><tr><th>strategy</th><th>target</th><th>reason</th><th>who</th><th>when</th>"
-               f"<th>items with it</th></tr>{revoked}</table>") if revoked else "<h2>Revoked</h2><p>Nothing.</p>"
-    poison = ""
-    if res.config.scenario == "poison":
-        poison = "<h2>Poison scenario: what reached each carrier</h2><pre>" + html.escape(
-            json.dumps(res.poison, indent=2)) + "</pre>"
-    config = html.escape(json.dumps(res.config.model_dump(mode="json"), indent=2))
-    capped = sum(int(str(r["time_capped"])) for r in rows if r["world"] == "all")
-    capped_note = (f"<p>Stopped by the time cap: {capped} held-out episodes (a safety cap on wall-clock time, not a "
-                   "failure of the agent; left out of the rates above and of the verdict).</p>") if capped else ""
-    verdict = _verdict_html(verdicts)
-    suite_html = ("<h2>Suite</h2><pre>" + html.escape(json.dumps(suite, indent=2)) + "</pre>") if suite else ""
-    page = f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>lle run {html.escape(res.config.id)}</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:2px 6px;font-size:90%}}figure{{display:inline-block;margin:0.5em}}</style>
-</head><body>
-<h1>lle run {html.escape(res.config.id)}</h1>
-<p>Held-out (dev) success: round 0 (before any experience) against the last round, per world and strategy.
-Success means the world's own anchor passed; unknown counts as not solved.</p>
-<table><tr>{head}</tr>{body}</table>
-{capped_note}
-{verdict}
-{figures}
-<h2>Carriers and gates</h2><pre>{html.escape(json.dumps({"active": res.carriers, "revocations": res.revoked,
-                                                         "decisions": res.gates}, indent=2))}</pre>
-{revoked}
-{poison}
-{suite_html}
-<h2>Config</h2><pre>{config}</pre>
-</body></html>
-"""
-    (folder / "index.html").write_text(page)
+    body = run_sections(res, run, verdicts)
+    if suite:
+        body += "<h2>Suite</h2><pre>" + html.escape(json.dumps(suite, indent=2)) + "</pre>"
+    (folder / "index.html").write_text(page(f"lle run {res.config.id}", body))
     return folder / "index.html"
-
-
-def _verdict_html(rows: list[dict[str, object]]) -> str:
-    """The paired verdict: a small table and its sentences (lle.flywheel.verdict says how it is computed)."""
-    if not rows:
-        return ""
-    names = ("strategy", "baseline", "n", "solved", "difference_points", "b", "c", "p_value", "ci95_points",
-             "time_capped")
-    head = "".join(f"<th>{html.escape(n)}</th>" for n in names)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(row[n]))}</td>" for n in names) + "</tr>" for row in rows)
-    sentences = "".join(f"<li>{html.escape(str(row['sentence']))}</li>" for row in rows)
-    return ("<h2>Paired verdict</h2><p>Last round against <code>none</code> and <code>raw</code> on the same held-out "
-            "tasks, task by task: b = solved only by the strategy, c = only by the baseline; exact McNemar p-value; "
-            "Newcombe's paired 95 % interval of the difference, in points.</p>"
-            f"<table><tr>{head}</tr>{body}</table><ul>{sentences}</ul>")
 
 
 def load_results(run_id: str, workspace: str | Path | None = None) -> RunResults:

@@ -87,7 +87,7 @@ def strategies_of(run: str, workspace: str | Path | None = None) -> list[str]:
     """The strategies whose store exists in this run, in the config's order (`none` for the baseline store)."""
     folder = loop.run_folder(run, workspace)
     try:
-        named = list(loop.load_config(run, workspace).strategies)
+        named: list[str] = list(loop.load_config(run, workspace).strategies)
     except InvalidInputError:
         named = []
     present = {p.stem for p in folder.glob("*.db")}

@@ -1,0 +1,312 @@
+"""What the pages show, read through the Store's methods and the carriers (no SQL here): a run's
+episodes with their round and phase, one episode as a transcript, the carriers with their state, an
+item's provenance, and revocation (preview, then the write)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lle import workspace as workspaces
+from lle.actions import copies_placeholder
+from lle.core import CarrierItem, Evidence, Experience, Revocation, Step, Update
+from lle.errors import UnknownIdError
+from lle.flywheel import loop
+from lle.governance import lineage
+from lle.store import Store
+from lle.store import experiences as stored_experiences
+from lle.store import flywheel as flywheel_store
+from lle.viewer import lookup
+
+WORKSPACE = "workspace"
+"""The pseudo-run naming the workspace's own store (`.lle/lle.db`), beside the runs."""
+CARRIERS = ("memory", "rules", "skills", "context", "dataset", "verifier_cases")
+TITLES = {"memory": "Memories", "rules": "Rules", "skills": "Skills", "context": "Context recipes",
+          "dataset": "Dataset rows", "verifier_cases": "Verifier cases"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """One store the viewer reads: a run's strategy store, or the workspace's own."""
+
+    run: str
+    strategy: str
+    path: Path
+
+    def open(self) -> Store:
+        return Store(self.path)
+
+
+def source(run: str, strategy: str | None, workspace: str | Path | None) -> Source:
+    if run == WORKSPACE:
+        path = workspaces.db_path(workspace)
+        if not path.exists():
+            raise UnknownIdError("store", str(path), "this workspace has no store of its own; open a run")
+        return Source(WORKSPACE, "main", path)
+    found = lookup.run_store(run, strategy, workspace)
+    return Source(found.run, found.strategy, found.path)
+
+
+# --- episodes -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EpisodeRow:
+    id: str
+    small_world: str
+    batch: str
+    round: str
+    phase: str
+    outcome: str
+    verification: str
+    steps: int
+    revoked: bool
+
+
+def episodes(src: Source) -> list[EpisodeRow]:
+    with src.open() as db:
+        batch_of = flywheel_store.batches(db, "")
+        rows = db.list_experiences(limit=lookup.BIG)
+        out = []
+        for r in rows:
+            batch = batch_of.get(r.id, "")
+            parts = batch.split("/")
+            out.append(EpisodeRow(r.id, r.world, batch, parts[2] if len(parts) > 2 else "—",
+                                  "/".join(parts[3:]) if len(parts) > 3 else "—", r.outcome, r.verification,
+                                  r.n_steps, r.revoked))
+    return out
+
+
+def intervention_text(content: dict[str, Any]) -> str:
+    """One line for a runtime intervention (`lle.runtime.levers`)."""
+    lever = content.get("lever")
+    if lever == "stuck":
+        masked = content.get("masked") or []
+        return (f"stuck ({content.get('pattern')}), told the model: {content.get('note')}"
+                + (f"; masked {', '.join(map(str, masked))} for this step" if masked else ""))
+    if lever == "submit_only":
+        return f"last step: only {', '.join(map(str, content.get('tools') or []))} offered"
+    if lever == "working_memory":
+        return f"working memory shown ({content.get('chars')} characters)"
+    if lever == "admissible_masks":
+        return "the world's admissible commands offered as an enum"
+    return json.dumps(content, ensure_ascii=False)
+
+
+def prompt_of(step: Step) -> str | None:
+    """The exact prompt the model saw at this step, when the recorder stored it (a `prompt` field of the
+    model call, or a `prompt`/`context` feedback); None when it was not stored."""
+    llm = step.llm
+    stored = getattr(llm, "prompt", None) if llm is not None else None
+    if stored:
+        return stored if isinstance(stored, str) else json.dumps(stored, indent=2, ensure_ascii=False)
+    for fb in step.feedback:
+        if fb.kind in ("prompt", "context") and fb.content:
+            content = fb.content
+            return content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False)
+    return None
+
+
+@dataclass
+class StepView:
+    step: Step
+    prompt: str | None
+    interventions: list[str]
+    evidence: list[Evidence]
+    credit: float | None
+    expect_is_placeholder: bool
+    world: str | None
+    stop: str | None
+    executed_differs: bool
+
+
+@dataclass
+class Transcript:
+    experience: Experience
+    batch: str
+    revoked: bool
+    steps: list[StepView]
+    episode_evidence: list[Evidence]
+    later: set[str]
+    items: list[CarrierItem] = field(default_factory=list)
+
+
+def transcript(src: Source, ref: str) -> Transcript:
+    with src.open() as db:
+        exp_id = lookup.experience_id(db, ref)
+        exp = db.get_experience(exp_id)
+        stored = {e.id for e in exp.evidence}
+        evidence = [*exp.evidence, *[e for e in db.evidence_for(exp.id) if e.id not in stored]]
+        revoked = exp.id in lineage.denylist(db).ids
+        batch = flywheel_store.batches(db, "").get(exp.id, "")
+        items = [i for i in db.carrier_items() if exp.id in i.experience_ids]
+    per_step: dict[int, list[Evidence]] = defaultdict(list)
+    for ev in evidence:
+        if ev.step is not None:
+            per_step[ev.step].append(ev)
+    views = []
+    for step in exp.steps:
+        world, stop = None, None
+        for fb in step.feedback:
+            content = fb.content if isinstance(fb.content, dict) else {}
+            if fb.kind == "reward" and content.get("terminated"):
+                info = content.get("info")
+                success = info.get("success") if isinstance(info, dict) else None
+                world = f"reward {content.get('reward')}, success {success}"
+            elif fb.kind == "stop":
+                stop = f"{content.get('reason')}: {content.get('detail')}"
+        req, ex = step.request, step.executed
+        views.append(StepView(
+            step=step, prompt=prompt_of(step),
+            interventions=[intervention_text(fb.content) for fb in step.feedback
+                           if fb.kind == "intervention" and isinstance(fb.content, dict)],
+            evidence=per_step.get(step.index, []),
+            credit=exp.credit[step.index] if step.index < len(exp.credit) else None,
+            expect_is_placeholder=bool(req.expect) and copies_placeholder(req.expect),
+            world=world, stop=stop, executed_differs=(ex.tool, ex.args) != (req.tool, req.args)))
+    return Transcript(exp, batch, revoked, views, [e for e in evidence if e.step is None],
+                      {e.id for e in evidence if e.id not in stored}, items)
+
+
+# --- carriers -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ItemRow:
+    item: CarrierItem
+    state: str
+    summary: str
+    detail: list[str] = field(default_factory=list)
+    """Lines shown under the summary: a skill's steps, a recipe's levers."""
+
+
+def summary(content: object) -> str:
+    if isinstance(content, dict):
+        for key in ("lesson", "text", "rule", "summary", "description", "name"):
+            if isinstance(content.get(key), str) and content[key]:
+                return str(content[key])
+    text = json.dumps(content, ensure_ascii=False)
+    return text if len(text) < 200 else text[:200] + "…"
+
+
+def carriers(src: Source, show_all: bool = False) -> dict[str, list[ItemRow]]:
+    """Every carrier's items with their state; only the active ones unless `show_all`."""
+    from lle.carriers.recipes import RecipeBook
+    from lle.carriers.rules import RuleBook
+    from lle.carriers.skill_mining import render_call
+    from lle.carriers.skills import SkillLibrary
+    from lle.carriers.verifier_cases import VerifierCases
+
+    out: dict[str, list[ItemRow]] = {}
+    with src.open() as db:
+        denied = lineage.denylist(db)
+        out["memory"] = [ItemRow(i, "revoked" if denied.blocks_item(i) else "active", summary(i.content))
+                         for i in db.carrier_items("memory")]
+        out["rules"] = [ItemRow(i, s, summary(i.content)) for i, s in RuleBook(db).items().values()]
+        out["skills"] = [ItemRow(s.item, s.state.value, f"{s.name} v{s.descriptor.version}: "
+                                 f"{s.descriptor.description or s.descriptor.family}",
+                                 [render_call(c) for c in s.descriptor.calls]) for s in SkillLibrary(db).skills()]
+        out["context"] = [ItemRow(i, s, summary(i.content)) for i, s in RecipeBook(db).items().values()]
+        out["dataset"] = [ItemRow(i, "revoked" if denied.blocks_item(i) else "active", summary(i.content))
+                          for i in db.carrier_items("dataset")]
+        out["verifier_cases"] = [ItemRow(i, s, summary(i.content)) for i, s in VerifierCases(db).items().values()]
+    if not show_all:
+        out = {k: [r for r in rows if r.state == "active"] for k, rows in out.items()}
+    return out
+
+
+@dataclass
+class Provenance:
+    """experience -> evidence -> update -> item -> derived items, with the gate's reasons."""
+
+    item: CarrierItem
+    state: str
+    experiences: list[tuple[str, str, str]]
+    """(id, small world, outcome)"""
+    evidence: list[Evidence]
+    updates: list[Update]
+    parents: list[CarrierItem]
+    derived: list[CarrierItem]
+    revoked_by: str | None
+    steps: list[str]
+
+
+def provenance(src: Source, ref: str) -> Provenance:
+    with src.open() as db:
+        item_id = lookup.item_id(db, ref)
+        every = db.carrier_items()
+        item = next(i for i in every if i.id == item_id)
+        denied = lineage.denylist(db)
+        exps = []
+        for exp_id in item.experience_ids:
+            if db.kind_of(exp_id):
+                exp = db.get_experience(exp_id)
+                exps.append((exp.id, exp.small_world.id, exp.outcome.value))
+            else:
+                exps.append((exp_id, "—", "not in this store"))
+        wanted = set(item.evidence_ids)
+        evidence = [e for x in item.experience_ids if db.kind_of(x) for e in db.evidence_for(x)
+                    if not wanted or e.id in wanted]
+        updates = [u for u in db.list_updates(limit=lookup.BIG, carrier=item.carrier.value) if u.item_id == item.id]
+        state = "revoked" if denied.blocks_item(item) else _state(updates)
+        steps: list[str] = []
+        if item.carrier.value == "skills":
+            from lle.carriers.skill_mining import render_call
+            from lle.carriers.skills import SkillLibrary
+
+            skill = SkillLibrary(db).get(item.id)
+            steps = [render_call(c) for c in skill.descriptor.calls]
+            state = skill.state.value
+    return Provenance(item, state, exps, evidence, updates, [i for i in every if i.id in item.derived_from],
+                      [i for i in every if item.id in i.derived_from], denied.blocks_item(item), steps)
+
+
+def _state(updates: list[Update]) -> str:
+    states = {"admit": "active", "activate": "active", "propose": "candidate", "reject": "rejected",
+              "retire": "retired", "supersede": "superseded", "revoke": "revoked"}
+    state = "candidate" if updates else "active"
+    for u in updates:
+        state = states.get(u.op.value, state)
+    return state
+
+
+# --- revocation -----------------------------------------------------------------------------------------
+
+
+def preview(src: Source, target: str) -> tuple[str, list[str]]:
+    """(the full id, everything its revocation would take with it): a dry run, nothing written."""
+    with src.open() as db:
+        full = lookup.record_id(db, target)
+        rev = lineage.revoke(db, full, "preview", "viewer", dry_run=True)
+    return full, rev.cascade
+
+
+def revoke(src: Source, target: str, reason: str, author: str) -> Revocation:
+    with src.open() as db:
+        return lineage.revoke(db, lookup.record_id(db, target), reason, author)
+
+
+def run_progress(run: str, workspace: str | Path | None) -> dict[str, dict[str, int]]:
+    """Finished episodes per strategy and batch label (`rN/train`, `rN/eval`, …): a running run's progress."""
+    out: dict[str, dict[str, int]] = {}
+    for strategy in lookup.strategies_of(run, workspace):
+        found = lookup.run_store(run, strategy, workspace)
+        with Store(found.path) as db:
+            counts: dict[str, int] = defaultdict(int)
+            for batch in flywheel_store.batches(db, f"{run}/").values():
+                counts["/".join(batch.split("/")[2:])] += 1
+            out[strategy] = dict(counts)
+    return out
+
+
+def finished(run: str, workspace: str | Path | None) -> str | None:
+    path = loop.run_folder(run, workspace) / "finished_at"
+    return path.read_text() if path.exists() else None
+
+
+def all_experience_ids(src: Source) -> list[str]:
+    with src.open() as db:
+        return stored_experiences.all_ids(db)
