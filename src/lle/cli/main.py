@@ -48,6 +48,7 @@ app.command("run")(run_cmd.run)
 app.command("serve")(serve_cmd.serve)
 app.command("report")(runs_cmd.report_cmd)
 app.add_typer(runs_cmd.runs_app, name="runs")
+app.command("view")(runs_cmd.view)
 
 
 def _version(value: bool) -> None:

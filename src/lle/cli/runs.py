@@ -33,9 +33,9 @@ def report_cmd(run_ref: str = RunArgument, as_json: bool = typer.Option(False, "
     res = report.load_results(run_id, settings.workspace)
     page = report.write_report(res, settings.workspace)
     if pages:
-        from lle.viewer import static
+        from lle.viewer.static import write_pages
 
-        page = static.write_pages(run_id, settings.workspace)
+        page = write_pages(run_id, settings.workspace)
     verdicts = [v.row() for v in paired_verdicts(loop.run_folder(run_id, settings.workspace), res.config)]
     if as_json:
         print_json({"run": run_id, "report": str(page), "table": results_table(res), "verdict": verdicts})
