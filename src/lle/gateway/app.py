@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lle.carriers.memory import MemoryCarrier
 from lle.core import new_id
@@ -238,6 +239,14 @@ def create_app(config: GatewayConfig, upstream: Upstream) -> FastAPI:
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, err: GatewayError) -> JSONResponse:
         return err.response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
+        if err.status_code == 404:
+            return GatewayError(404, f"no route {request.method} {request.url.path}; the gateway serves "
+                                     "/v1/chat/completions, /episodes/ID/v1/chat/completions, /v1/models and "
+                                     "/v1/lle/episodes/ID/(feedback|end)").response()
+        return GatewayError(err.status_code, f"{request.method} {request.url.path}: {err.detail}").response()
 
     @app.exception_handler(UpstreamError)
     async def _upstream_error(request: Request, err: UpstreamError) -> JSONResponse:
