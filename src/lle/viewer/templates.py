@@ -138,7 +138,8 @@ revoke this episode…</a> (shows what would go with it first)</p>{% endif %}
 CARRIERS = """{% extends "store.html" %}
 {% block body %}
 {% if message %}<p class="good" id="message">{{ message }}</p>{% endif %}
-<p>{% if show_all %}Every item, with its state. <a href="{{ links.carriers(src.run, src.strategy) }}">Only active</a>
+<p>{% if show_all %}Every item, with its state.{% if not links.static %}
+<a href="{{ links.carriers(src.run, src.strategy) }}">Only active</a>{% endif %}
 {% else %}The active view (the ledger minus revocations).{% if not links.static %}
 <a href="{{ links.carriers(src.run, src.strategy, True) }}">Show every item</a>{% endif %}{% endif %}</p>
 {% for kind, rows in groups.items() %}
