@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import apsw
+
 if TYPE_CHECKING:  # psycopg is an extra, imported by lle.store.postgres only when a URL asks for it
     import psycopg
 
@@ -30,17 +32,29 @@ def translate(sql: str) -> str:
     return out
 
 
+class ConstraintViolation(apsw.ConstraintError):
+    """A duplicate key or an append-only refusal on PostgreSQL, raised as the type SQLite raises for
+    both, so callers that catch `apsw.ConstraintError` (the memory carrier's admit) work on either."""
+
+
 class PgConnection:
     """`execute(sql, args)` like apsw's, on a psycopg connection (autocommit: the store opens its own
     transactions). Rows come back as tuples; the cursor iterates, `fetchone()`s and `fetchall()`s."""
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        from psycopg import errors
+
         self.raw = raw
+        # Integrity errors, and the P0001 the append-only trigger raises (lle_refuse_change, m001).
+        self._refused = (errors.IntegrityError, errors.RaiseException)
 
     def execute(self, sql: str, args: Sequence[Any] | None = None) -> psycopg.Cursor[Any]:
-        if args is None:  # no placeholders to translate: migrations and scripts run as written
-            return self.raw.execute(sql)
-        return self.raw.execute(translate(sql), list(args))
+        try:
+            if args is None:  # no placeholders to translate: migrations and scripts run as written
+                return self.raw.execute(sql)
+            return self.raw.execute(translate(sql), list(args))
+        except self._refused as err:
+            raise ConstraintViolation(" ".join(str(err).split("CONTEXT:")[0].split())) from err
 
     def close(self) -> None:
         self.raw.close()

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
-import apsw
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
@@ -52,7 +51,6 @@ class PostgresStore(Store):
     """One PostgreSQL database (its current schema) holding the whole ledger."""
 
     dialect = "postgres"
-    constraint_errors: tuple[type[Exception], ...] = (apsw.ConstraintError, pg_errors.IntegrityError)
 
     def __init__(self, path: str | Path) -> None:
         self.url = str(path)
