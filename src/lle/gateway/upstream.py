@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx2
+import jinja2
 
 # What llama.cpp's create_chat_completion accepts from an OpenAI body; anything else is left out.
 _LLAMA_KEYS = ("messages", "tools", "tool_choice", "temperature", "top_p", "stop", "seed", "response_format",
@@ -166,6 +167,10 @@ class EmbeddedUpstream:
         if body.get("n", 1) != 1:
             raise UpstreamError(400, "n: the embedded upstream makes one choice per call; drop `n` or set it to 1")
         kwargs = {k: body[k] for k in _LLAMA_KEYS if k in body and body[k] is not None}
+        # OpenAI lets an assistant message with tool calls leave `content` out and a user message send a list
+        # of parts; llama.cpp's chat templates read `content` as a string on every message.
+        kwargs["messages"] = [{**m, "content": _text(m.get("content"))} if isinstance(m, dict) else m
+                              for m in body["messages"]]
         if "max_completion_tokens" in body and "max_tokens" not in kwargs:
             kwargs["max_tokens"] = body["max_completion_tokens"]
         return kwargs
@@ -182,8 +187,11 @@ class EmbeddedUpstream:
             kwargs.pop("tools", None)
             kwargs.pop("tool_choice", None)
             return self.llm.create_chat_completion(stream=stream, **kwargs)
-        except (ValueError, RuntimeError, TypeError, KeyError) as err:
-            raise UpstreamError(400, f"the embedded model cannot answer this request: {err}") from err
+        except (ValueError, TypeError, KeyError, jinja2.TemplateError) as err:  # the request does not fit the model
+            raise UpstreamError(400, f"the embedded model cannot answer this request: {type(err).__name__}: {err}") \
+                from err
+        except RuntimeError as err:
+            raise UpstreamError(502, f"the embedded model failed: {err}") from err
 
     def _named(self, data: dict[str, Any]) -> dict[str, Any]:
         data["model"] = self.name  # llama.cpp reports the file path
@@ -229,6 +237,12 @@ class EmbeddedUpstream:
 
     async def aclose(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
 
 
 def _load(model: str, n_ctx: int, n_threads: int | None) -> Any:
