@@ -1,6 +1,12 @@
-"""Memory retrieval latency and admission throughput at 1k, 10k and 100k items; prints JSON.
+"""Memory retrieval latency and admission throughput at 1k, 10k and 100k items, on both store
+backends side by side (SQLite's FTS5, PostgreSQL's tsvector; vectors ranked by the application on
+both); prints JSON.
 
     .venv/bin/python benchmarks/retrieval.py [--sizes 1000,10000,100000] [--queries 200]
+        [--backends sqlite,postgres] [--store-url postgresql://…  (empty databases are made on its server)]
+
+PostgreSQL is a throwaway local server with fsync on (over its unix socket) unless --store-url
+names a server; a fresh database is made there for each store (its user must be allowed to).
 
 Items are synthetic memories (a task of 6-10 and a lesson of 12-20 real words drawn Zipf-like, so
 FTS doc frequencies have a real corpus's long tail) spread over 5 families x 10 projects: 70% project-,
@@ -19,6 +25,7 @@ which). Latencies per query: `end_to_end` is `search()` on a new query (embeddin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -35,6 +42,7 @@ from lle.carriers.embeddings import Embedder, shared_embedder, tokenizer_path
 from lle.carriers.memory import MemoryCarrier, visible_keys
 from lle.core import CarrierItem, CarrierKind, Scope, ScopeLevel, Update, UpdateOp
 from lle.store import Store
+from lle.store.pg_server import TempServer
 
 
 def vocabulary() -> list[str]:
@@ -105,7 +113,7 @@ def make_vectors(embedder: Embedder, texts: list[str], budget_s: float) -> tuple
                                       f"~{len(texts) / rate:.0f} s), tiled with N(0, 0.02) noise and renormalised")
 
 
-def build(path: Path, n: int, vectors: np.ndarray, texts: list[tuple[str, str]], all_global: bool,
+def build(path: str, n: int, vectors: np.ndarray, texts: list[tuple[str, str]], all_global: bool,
           embedder: Embedder) -> tuple[MemoryCarrier, float]:
     store = Store(path)
     carrier = MemoryCarrier(store, embedder=embedder)
@@ -157,7 +165,7 @@ def _top(scores: np.ndarray, k: int = 50) -> np.ndarray:
     return top[np.argsort(-scores[top])]
 
 
-def single_admits(path: Path, embedder: Embedder, texts: list[tuple[str, str]], count: int) -> float:
+def single_admits(path: str, embedder: Embedder, texts: list[tuple[str, str]], count: int) -> float:
     """Items/s through `admit` one at a time: embedding and one durable commit each, as the router does."""
     with Store(path) as store:
         carrier = MemoryCarrier(store, embedder=embedder)
@@ -170,6 +178,35 @@ def single_admits(path: Path, embedder: Embedder, texts: list[tuple[str, str]], 
         return count / (time.perf_counter() - start)
 
 
+def fresh_stores(backend: str, folder: Path, server_url: str | None) -> Callable[[str], str]:
+    """name -> the location of a new empty store: a file in `folder`, or a new database on the server."""
+    def fresh(name: str) -> str:
+        if backend == "postgres":
+            assert server_url is not None
+            return TempServer.database_on(server_url)
+        return str(folder / f"{name}.db")
+
+    return fresh
+
+
+def measure_backend(fresh: Callable[[str], str], embedder: Embedder, texts: list[tuple[str, str]],
+                    vectors: np.ndarray, queries: list[str], sizes: list[int], worst_case: bool) -> dict[str, Any]:
+    """One backend's figures; `fresh(name)` is the location of a new empty store."""
+    out: dict[str, Any] = {"admit_single_items_per_s": round(single_admits(fresh("single"), embedder, texts, 100), 1),
+                           "sizes": {}}
+    for n in sizes:
+        carrier, rate = build(fresh(f"m{n}"), n, vectors, texts, False, embedder)
+        out["sizes"][str(n)] = {"admit_batch_items_per_s": round(rate, 1), **measure(carrier, vectors, queries, n)}
+        carrier.store.close()
+    if worst_case:
+        n = max(sizes)
+        carrier, rate = build(fresh("global"), n, vectors, texts, True, embedder)
+        out["sizes"][f"{n}_all_global"] = {"admit_batch_items_per_s": round(rate, 1),
+                                           **measure(carrier, vectors, queries, n)}
+        carrier.store.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -177,6 +214,8 @@ def main() -> None:
     parser.add_argument("--embed-budget-s", type=float, default=180.0)
     parser.add_argument("--skip-worst-case", action="store_true")
     parser.add_argument("--vectors-cache", help="a .npy file: reuse the vectors of an earlier run with the same sizes")
+    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--store-url", help="a PostgreSQL server (any database on it) instead of a throwaway one")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     embedder = shared_embedder()
@@ -198,19 +237,14 @@ def main() -> None:
     report: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "loadavg_at_start": [round(x, 2) for x in os.getloadavg()]},
         "vectors": how, "queries": len(queries), "k": 5, "query_embedding": percentiles(query_embed), "sizes": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        report["admit_single_items_per_s"] = round(single_admits(Path(tmp) / "single.db", embedder, texts, 100), 1)
-        for n in sizes:
-            carrier, rate = build(Path(tmp) / f"m{n}.db", n, vectors, texts, False, embedder)
-            report["sizes"][str(n)] = {"admit_batch_items_per_s": round(rate, 1),
-                                       **measure(carrier, vectors, queries, n)}
-            carrier.store.close()
-        if not args.skip_worst_case:
-            n = max(sizes)
-            carrier, rate = build(Path(tmp) / "global.db", n, vectors, texts, True, embedder)
-            report["sizes"][f"{n}_all_global"] = {"admit_batch_items_per_s": round(rate, 1),
-                                                  **measure(carrier, vectors, queries, n)}
-            carrier.store.close()
+    report["backends"] = {}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        for backend in args.backends.split(","):
+            server = stack.enter_context(TempServer(fast=False)) if backend == "postgres" and not args.store_url \
+                else None
+            fresh = fresh_stores(backend, Path(tmp), server.url() if server else args.store_url)
+            report["backends"][backend] = measure_backend(fresh, embedder, texts, vectors, queries, sizes,
+                                                          not args.skip_worst_case)
     report["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report, indent=2))
 

@@ -19,6 +19,7 @@ import tempfile
 import uuid
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import urlsplit, urlunsplit
 
 BIN_GLOBS = ("/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin")
 
@@ -89,12 +90,18 @@ class TempServer:
 
     def new_database(self, prefix: str = "lle") -> str:
         """A fresh empty database; its URL."""
+        return self.database_on(self.url(), prefix)
+
+    @staticmethod
+    def database_on(url: str, prefix: str = "lle") -> str:
+        """A fresh empty database on the server `url` points at (its user may create databases); its URL."""
         import psycopg
 
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(self.url(), autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"'.encode())
-        return self.url(name)
+        parts = urlsplit(url)
+        return urlunsplit(parts._replace(path="/" + name))
 
     def stop(self) -> None:
         if self.started:

@@ -202,6 +202,14 @@ class PostgresStore(Store):
             " LIMIT ?", (found, limit))
         return [(str(k), str(i), str(s)) for k, i, s in rows]
 
+    def durability(self) -> str:
+        row = self.conn.execute("SELECT current_setting('synchronous_commit'), current_setting('fsync')").fetchone()
+        return f"synchronous_commit={row[0]} fsync={row[1]}" if row else "?"
+
+    def storage_bytes(self) -> int:
+        row = self.conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        return int(row[0]) if row else 0
+
     def integrity_check(self) -> str:
         """'ok', or what is wrong: a ledger table without its refusing triggers, a torn experience."""
         problems = []

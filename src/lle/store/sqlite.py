@@ -544,6 +544,17 @@ class Store:
             " ORDER BY bm25(search) LIMIT ?", (match, limit))
         return [(str(k), str(i), str(s)) for k, i, s in rows]
 
+    def durability(self) -> str:
+        """How a returned commit is kept (for benchmarks and `lle store check`)."""
+        mode = self.conn.execute("PRAGMA journal_mode").fetchone()
+        sync = self.conn.execute("PRAGMA synchronous").fetchone()
+        level = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(int(sync[0]) if sync else -1, "?")
+        return f"journal_mode={mode[0] if mode else '?'} synchronous={level}"
+
+    def storage_bytes(self) -> int:
+        """Bytes the store takes on disk (the file, its WAL and shared memory)."""
+        return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+
     def integrity_check(self) -> str:
         row = self.conn.execute("PRAGMA integrity_check").fetchone()
         return str(row[0]) if row else "no result"
