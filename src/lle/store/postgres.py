@@ -22,10 +22,6 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
-from psycopg import errors as pg_errors
-from psycopg.pq import TransactionStatus
-
 from lle.core import CarrierItem, utcnow
 from lle.errors import DiskFullError, NewerSchemaError, NotAStoreError, ReadOnlyStoreError, StoreError
 from lle.store import pg_text
@@ -59,6 +55,11 @@ class PostgresStore(Store):
         self._lock = threading.RLock()
         self.row_filters: dict[str, Callable[[int], bool]] = {}
         """Python filters memory retrieval names in `matching_rowids` (SQLite registers them as SQL functions)."""
+        try:
+            import psycopg  # the extra `lle[postgres]`: loaded only when a URL is opened
+        except ImportError as err:
+            raise StoreError(f"{redact(self.url)} is a PostgreSQL store and psycopg is not installed: "
+                             "pip install 'lle[postgres]'") from err
         try:
             raw = psycopg.connect(self.url, autocommit=True, application_name="lle")
         except psycopg.Error as err:
@@ -116,6 +117,9 @@ class PostgresStore(Store):
             raise NewerSchemaError(
                 f"{redact(self.url)} was written by a newer lle (schema {self.schema_version} > "
                 f"{self.latest_version}); this version only reads it: upgrade lle (`pip install -U lle`) to write")
+        from psycopg import errors as pg_errors
+        from psycopg.pq import TransactionStatus
+
         raw = self.pg.raw
         # One thread writes at a time on this connection; another thread waits for its turn (psycopg
         # would otherwise interleave its statements into the open transaction).
@@ -247,3 +251,5 @@ class PostgresStore(Store):
             " AND NOT t.tgisinternal ORDER BY c.relname, t.tgname")]
         return "\n".join(out)
 
+
+Store.url_backend = PostgresStore

@@ -102,11 +102,13 @@ class Store:
     constraint_errors: tuple[type[Exception], ...] = (apsw.ConstraintError,)
     """What a duplicate id raises on this backend (the store turns it into `InvalidInputError`)."""
 
-    def __new__(cls, location: str | Path) -> Store:
-        if cls is Store and is_url(location):
-            from lle.store.postgres import PostgresStore  # psycopg is an extra: imported only when asked for
+    url_backend: type[Store] | None = None
+    """The class `Store(url)` opens for a PostgreSQL URL; `lle.store.postgres` sets it on import (the
+    package imports it, without psycopg, which it loads only when a URL is opened)."""
 
-            return super().__new__(PostgresStore)
+    def __new__(cls, location: str | Path) -> Store:
+        if cls is Store and is_url(location) and Store.url_backend is not None:
+            return super().__new__(Store.url_backend)
         return super().__new__(cls)
 
     def __init__(self, path: str | Path) -> None:
