@@ -5,7 +5,7 @@ item's provenance, and revocation (preview, then the write)."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,6 +233,10 @@ class Provenance:
     revoked_by: str | None
     steps: list[str]
 
+    def evidence_counts(self) -> list[tuple[str, int]]:
+        """`state pass (hard)` × 4: the evidence summed up, its ids below it."""
+        return Counter(f"{e.anchor} {e.outcome} ({e.strength})" for e in self.evidence).most_common()
+
 
 def provenance(src: Source, ref: str) -> Provenance:
     with src.open() as db:
@@ -247,9 +251,11 @@ def provenance(src: Source, ref: str) -> Provenance:
                 exps.append((exp.id, exp.small_world.id, exp.outcome.value))
             else:
                 exps.append((exp_id, "—", "not in this store"))
+        # The evidence that admitted it; without a record of that, each episode's own verdicts (not every
+        # step's checks, which would bury the page).
         wanted = set(item.evidence_ids)
         evidence = [e for x in item.experience_ids if db.kind_of(x) for e in db.evidence_for(x)
-                    if not wanted or e.id in wanted]
+                    if e.id in wanted or (not wanted and e.step is None and e.strength == "hard")]
         updates = [u for u in db.list_updates(limit=lookup.BIG, carrier=item.carrier.value) if u.item_id == item.id]
         state = "revoked" if denied.blocks_item(item) else _state(updates)
         steps: list[str] = []

@@ -163,15 +163,18 @@ ITEM = """{% extends "store.html" %}
 {{ item.scope.family or "" }} {{ item.scope.project or "" }}</p>
 {% if p.steps %}<h2>Steps</h2><ol class="skill-steps">{% for s in p.steps %}<li><code>{{ s }}</code></li>{% endfor %}
 </ol>{% endif %}
-<h2>Content</h2><pre>{{ item.content | tojson_pretty }}</pre>
+<h2>Content</h2><details{% if not p.steps %} open{% endif %}><summary>stored as JSON</summary>
+<pre>{{ item.content | tojson_pretty }}</pre></details>
 <h2>Provenance</h2>
 <p>experience → evidence → update (the gate and its reasons) → this item → items derived from it.</p>
 <table class="provenance"><tr><th>experiences</th><th>evidence</th><th>updates</th><th>item</th><th>derived</th></tr>
 <tr><td>{% for id, world, outcome in p.experiences %}<div><a class="id"
 href="{{ links.episode(src.run, src.strategy, id) }}">{{ id }}</a><br>
 <span class="muted">{{ world }}: {{ outcome }}</span></div>{% else %}—{% endfor %}</td>
-<td>{% for ev in p.evidence %}<div class="id">{{ ev.id }}<br><span class="muted">{{ ev.anchor }} {{ ev.outcome }}
-({{ ev.strength }})</span></div>{% else %}—{% endfor %}</td>
+<td>{% for what, n in p.evidence_counts() %}<div>{{ what }} × {{ n }}</div>{% else %}—{% endfor %}
+{% if p.evidence %}<details><summary>{{ p.evidence | length }} evidence ids</summary>{% for ev in p.evidence %}
+<div class="id">{{ ev.id }} <span class="muted">{{ ev.anchor }} {{ ev.outcome }} ({{ ev.strength }})</span></div>
+{% endfor %}</details>{% endif %}</td>
 <td>{% for u in p.updates %}<div><span class="id">{{ u.id }}</span><br>{{ u.op }} by {{ u.actor }}
 {% if u.gate %}<br><span class="muted">{{ u.gate.name }}: {{ "pass" if u.gate.passed else "fail" }}
 {% if u.gate.reasons %}; {{ u.gate.reasons | join("; ") }}{% endif %}</span>{% endif %}</div>

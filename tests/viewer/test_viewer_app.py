@@ -1,0 +1,77 @@
+"""The viewer without a browser: every page answers, writes need the token and a confirmation, bad ids are
+one-line error pages, and the static report links only files of its own folder."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from lle.flywheel import loop
+from lle.store import Store
+from lle.viewer.app import create_app
+from lle.viewer.static import write_pages
+
+pytestmark = pytest.mark.slow  # shares the toy run of the browser tests
+
+
+@pytest.fixture
+def copy(toy_run: tuple[Path, str], tmp_path: Path) -> tuple[Path, str]:
+    """The run in a copy: revocations here do not change what the browser tests see."""
+    workspace, run = toy_run
+    shutil.copytree(workspace, tmp_path / "ws")
+    return tmp_path / "ws", run
+
+
+def test_pages_answer_and_prefixes_resolve(toy_run: tuple[Path, str]) -> None:
+    workspace, run = toy_run
+    client = TestClient(create_app(workspace, "t"))
+    assert client.get("/").status_code == 200
+    latest = client.get("/runs/latest", follow_redirects=False)
+    assert latest.status_code == 307 and latest.headers["location"] == f"/runs/{run}"
+    episodes = client.get(f"/runs/{run}/lle/episodes").text
+    exp_id = re.findall(r"episodes/(exp_\w+)", episodes)[0]
+    assert exp_id in client.get(f"/runs/{run}/lle/episodes/{exp_id[:24]}").text  # a prefix is enough
+    missing = client.get(f"/runs/{run}/lle/items/itm_NOPE")
+    assert missing.status_code == 404 and "no carrier item with id" in missing.text
+    assert client.get(f"/runs/{run}/raw/carriers").status_code == 400  # this run has no raw store
+
+
+def test_a_revocation_needs_the_token_the_confirmation_and_a_reason(copy: tuple[Path, str]) -> None:
+    workspace, run = copy
+    client = TestClient(create_app(workspace, "secret"))
+    carriers = client.get(f"/runs/{run}/lle/carriers").text
+    item = re.findall(r"items/(itm_\w+)", carriers)[0]
+    preview = client.get(f"/runs/{run}/lle/revoke", params={"target": item})
+    assert preview.status_code == 200 and "Dry run" in preview.text
+    form = {"target": item, "reason": "wrong", "author": "me", "token": "secret", "confirm": "yes"}
+    assert client.post(f"/runs/{run}/lle/revoke", data={**form, "token": "guess"}).status_code == 403
+    assert client.post(f"/runs/{run}/lle/revoke", data={**form, "confirm": ""}).status_code == 400
+    assert client.post(f"/runs/{run}/lle/revoke", data={**form, "reason": " "}).status_code == 400
+    with Store(loop.strategy_db(loop.run_folder(run, workspace), "lle")) as db:
+        assert db.list_revocations() == []  # nothing written by the refused attempts
+    done = client.post(f"/runs/{run}/lle/revoke", data=form, follow_redirects=False)
+    assert done.status_code == 303
+    with Store(loop.strategy_db(loop.run_folder(run, workspace), "lle")) as db:
+        assert [r.target for r in db.list_revocations()] == [item]
+
+
+def test_the_static_report_is_self_contained(copy: tuple[Path, str]) -> None:
+    workspace, run = copy
+    (loop.run_folder(run, workspace) / "curriculum.jsonl").write_text(
+        '{"strategy":"lle","round":0,"family":"toy","level":1,"train_success":0.5,"train_episodes":4}\n'
+        '{"strategy":"lle","round":1,"family":"toy","level":2,"train_success":1.0,"train_episodes":4}\n')
+    index = write_pages(run, workspace)
+    root = index.parent
+    pages = list(root.rglob("*.html"))
+    assert len(pages) > 10
+    for page in pages:
+        text = page.read_text()
+        assert ">None<" not in text and "<script" not in text and "<link" not in text
+        assert not re.findall(r'(?:src|href)="(?:https?:)?//', text)  # nothing loaded from elsewhere
+        for ref in re.findall(r'href="([^"#]+)"', text):
+            assert (page.parent / ref).resolve().is_file(), (page, ref)  # every link is a file of the report
+    assert "curriculum level" in index.read_text()
