@@ -15,15 +15,23 @@ TRUNCATE on every ledger table, one transaction per write. What differs is only 
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lle.core import CarrierItem, utcnow
-from lle.errors import DiskFullError, NewerSchemaError, NotAStoreError, ReadOnlyStoreError, StoreError
+from lle.errors import (
+    DiskFullError,
+    InvalidInputError,
+    NewerSchemaError,
+    NotAStoreError,
+    ReadOnlyStoreError,
+    StoreError,
+)
 from lle.store import pg_text
 from lle.store.sqlite import Store, migrations
 
@@ -32,6 +40,16 @@ WRITE_LOCK = 0x6C6C65_0001
 LEDGER_TABLES = ("lle_migrations", "experiences", "steps", "evidence", "updates", "revocations", "carrier_items",
                  "blobs", "search", "episodes", "memory_vectors", "memory_utility", "routed", "export_snapshots",
                  "export_rows", "trajectory_hashes", "revoked_content")
+
+
+def with_schema(url: str, schema: str) -> str:
+    """`url` with its store in PostgreSQL schema `schema` (made on first open): several ledgers in one
+    database, e.g. one per flywheel strategy (`…/lle?options=-csearch_path%3Drun_x_lle`)."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema):
+        raise InvalidInputError(f"schema name {schema!r}: use lower-case letters, digits and _ (at most 63)")
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    return urlunsplit(parts._replace(query=urlencode([*query, ("options", f"-csearch_path={schema}")])))
 
 
 def redact(url: str) -> str:
@@ -69,6 +87,7 @@ class PostgresStore(Store):
         self.pg = pg_text.PgConnection(raw)
         self.conn = cast(Any, self.pg)  # the store's modules call conn.execute as on apsw (see pg_text)
         try:
+            self._ensure_schema()
             self.schema_version = self._applied_version()
             self.latest_version = len(migrations("postgres"))
             row = self.conn.execute("SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery()"
@@ -82,6 +101,18 @@ class PostgresStore(Store):
             raise
 
     # --- opening and migrating --------------------------------------------------------------------
+
+    def _ensure_schema(self) -> None:
+        # A URL naming a schema (`with_schema`) gets it made on first open, as a SQLite file is.
+        row = self.conn.execute("SELECT current_schema()").fetchone()
+        if row and row[0] is not None:
+            return
+        path = self.conn.execute("SELECT current_setting('search_path')").fetchone()
+        first = str(path[0]).split(",")[0].strip().strip('"') if path else ""
+        if not first or first == "$user":
+            raise NotAStoreError(f"{redact(self.url)}: its search_path names no schema that exists; "
+                                 "name one (lle.store.postgres.with_schema) or use the default")
+        self.conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{first}"')
 
     def _applied_version(self) -> int:
         tables = {str(r[0]) for r in self.conn.execute(

@@ -160,3 +160,16 @@ def test_incremental_reads_follow_the_order_of_writing(store: Store) -> None:
     assert store.update_item_id(store.list_updates()[0].id) == items[0].id
     assert [i.id for i in store.items_by_id([items[2].id, "itm_none", items[0].id])] == [items[2].id, items[0].id]
     assert store.items_by_id([items[1].id], "rules") == []
+
+
+def test_postgres_schemas_hold_separate_ledgers(pg_server, make_experience: MakeExperience) -> None:  # type: ignore[no-untyped-def]
+    from lle.store.postgres import with_schema
+
+    url = pg_server.new_database()
+    with Store(with_schema(url, "run_a_lle")) as a, Store(with_schema(url, "run_a_raw")) as b:
+        exp = a.append_experience(make_experience())
+        assert a.count("experiences") == 1 and b.count("experiences") == 0 and b.kind_of(exp.id) is None
+    with Store(with_schema(url, "run_a_lle")) as again:
+        assert again.get_experience(exp.id) == exp
+    with pytest.raises(InvalidInputError, match="schema name"):
+        with_schema(url, "Bad-Name")
