@@ -56,6 +56,13 @@ class PgConnection:
         except self._refused as err:
             raise ConstraintViolation(" ".join(str(err).split("CONTEXT:")[0].split())) from err
 
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            with self.raw.cursor() as cursor:
+                cursor.executemany(translate(sql), [list(r) for r in rows])
+        except self._refused as err:
+            raise ConstraintViolation(" ".join(str(err).split("CONTEXT:")[0].split())) from err
+
     def close(self) -> None:
         self.raw.close()
 

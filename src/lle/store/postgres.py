@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from lle.core import CarrierItem, utcnow
+from lle.core import CarrierItem, Step, utcnow
 from lle.errors import (
     DiskFullError,
     InvalidInputError,
@@ -184,6 +184,12 @@ class PostgresStore(Store):
         self.conn.close()
 
     # --- what differs from SQLite's SQL ---------------------------------------------------------------
+
+    def _insert_steps(self, experience_id: str, steps: list[Step]) -> None:
+        # One round trip for all of an experience's steps (psycopg pipelines executemany), not one each.
+        rows = [(experience_id, step.index, self._dump(step.model_dump(mode="json"))) for step in steps]
+        if rows:
+            self.pg.executemany("INSERT INTO steps(experience_id, idx, body) VALUES (?, ?, ?)", rows)
 
     def _index(self, ref_id: str, kind: str, text: str) -> None:
         self.conn.execute(f"INSERT INTO search(ref_id, kind, text, tsv) VALUES (?, ?, ?, to_tsvector("

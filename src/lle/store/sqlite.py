@@ -281,6 +281,10 @@ class Store:
             (experience_id, step.index, self._dump(step.model_dump(mode="json"))),
         )
 
+    def _insert_steps(self, experience_id: str, steps: list[Step]) -> None:
+        for step in steps:
+            self._insert_step(experience_id, step)
+
     def append_experience(self, experience: Experience) -> Experience:
         """Store an experience with its steps and evidence in one transaction; returns it sealed."""
         return self.append_experiences([experience])[0]
@@ -308,9 +312,7 @@ class Store:
         body = exp.model_dump(mode="json", exclude={"steps", "evidence"})
         sw = exp.small_world
         stored = {r[0] for r in self.conn.execute("SELECT idx FROM steps WHERE experience_id=?", (exp.id,))}
-        for step in exp.steps:
-            if step.index not in stored:
-                self._insert_step(exp.id, step)
+        self._insert_steps(exp.id, [step for step in exp.steps if step.index not in stored])
         for ev in exp.evidence:
             self._insert_evidence(ev)
         self.conn.execute(
