@@ -42,7 +42,8 @@ def check(as_json: bool = typer.Option(False, "--json"), run: RunOption = None,
     """Run the backend's integrity check (SQLite's, or PostgreSQL's triggers and torn records) and count rows."""
     with open_store(run, strategy) as db:
         report = {
-            "path": str(db.path),
+            "path": db.location,
+            "backend": db.dialect,
             "schema_version": db.schema_version,
             "integrity": db.integrity_check(),
             "rows": {t: db.count(t) for t in ("episodes", "experiences", "steps", "evidence", "updates",

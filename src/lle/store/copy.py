@@ -85,11 +85,11 @@ def table_digests(store: Store) -> dict[str, dict[str, Any]]:
 def copy_store(source: Store, destination: Store) -> CopyReport:
     """Copy every ledger row of `source` into the empty `destination`, then verify both ways."""
     if source.schema_version != destination.schema_version:
-        raise StoreError(f"{source.path} is at schema {source.schema_version}, {destination.path} at "
+        raise StoreError(f"{source.location} is at schema {source.schema_version}, {destination.location} at "
                          f"{destination.schema_version}: open both with the same lle (upgrade the older)")
     held = {t: n for t in TABLES if (n := _count(destination, t))}
     if held:
-        raise InvalidInputError(f"{destination.path} is not empty ({held}); the ledger is append-only and ids are "
+        raise InvalidInputError(f"{destination.location} is not empty ({held}); the ledger is append-only and ids are "
                                 "unique: copy into a new, empty store")
     with destination.transaction():
         for table, columns in TABLES.items():
@@ -100,15 +100,15 @@ def copy_store(source: Store, destination: Store) -> CopyReport:
             insert = f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
             for row in _rows(source, table):
                 destination.conn.execute(insert, tuple(row))
-    report = CopyReport(str(source.path), str(destination.path), table_digests(source))
+    report = CopyReport(str(source.location), str(destination.location), table_digests(source))
     copied = table_digests(destination)
     if copied != report.tables:
         wrong = [t for t in TABLES if copied[t] != report.tables[t]]
-        raise StoreError(f"the copy in {destination.path} differs from {source.path} in {wrong}; "
+        raise StoreError(f"the copy in {destination.location} differs from {source.location} in {wrong}; "
                          "do not use it (copy again into a new, empty store)")
     for (exp_id,) in destination.conn.execute("SELECT id FROM experiences ORDER BY rowid"):
         exp = destination.get_experience(str(exp_id))
         if exp.compute_hash() != exp.content_hash:
-            raise StoreError(f"{exp_id} in {destination.path} no longer matches its content hash")
+            raise StoreError(f"{exp_id} in {destination.location} no longer matches its content hash")
         report.experiences_verified += 1
     return report

@@ -180,6 +180,10 @@ class PostgresStore(Store):
             finally:
                 self._writer = self._writer if nested else None
 
+    @property
+    def location(self) -> str:
+        return redact(self.url)
+
     def close(self) -> None:
         self.conn.close()
 

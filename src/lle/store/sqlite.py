@@ -106,8 +106,8 @@ class Store:
     """The class `Store(url)` opens for a PostgreSQL URL; `lle.store.postgres` sets it on import (the
     package imports it, without psycopg, which it loads only when a URL is opened)."""
 
-    def __new__(cls, location: str | Path) -> Store:
-        if cls is Store and is_url(location) and Store.url_backend is not None:
+    def __new__(cls, path: str | Path) -> Store:
+        if cls is Store and is_url(path) and Store.url_backend is not None:
             return super().__new__(Store.url_backend)
         return super().__new__(cls)
 
@@ -229,6 +229,11 @@ class Store:
             raise
         finally:
             self._writer = self._writer if nested else None
+
+    @property
+    def location(self) -> str:
+        """What to show for this store: its file's path (a PostgreSQL store: its URL, password hidden)."""
+        return str(self.path)
 
     def transaction(self) -> AbstractContextManager[None]:
         """One write transaction (`BEGIN IMMEDIATE` … `COMMIT`); the store's writes inside it join it."""
