@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import typer
@@ -55,6 +56,9 @@ def serve(
     from lle.gateway.app import create_app
     from lle.gateway.upstream import make_upstream
 
+    # The journal thread redacts and writes while the event loop answers the next call; a shorter GIL
+    # switch interval (default 5 ms) keeps it from holding the loop up for whole milliseconds.
+    sys.setswitchinterval(0.0005)
     backend = make_upstream(upstream, model, api_key=config.upstream_key, n_ctx=config.n_ctx)
     console.print(f"lle serve: http://{host}:{port}/v1 → {upstream if upstream != 'embedded' else model}; "
                   f"episodes at /episodes/ID/v1; store {config.workspace}", highlight=False)

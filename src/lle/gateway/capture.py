@@ -13,6 +13,7 @@ the caller's, and only the caller can say whether its tests passed.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import Counter
@@ -50,11 +51,23 @@ WRITEBACK_ALLOWED = (CarrierKind.memory, CarrierKind.rules, CarrierKind.skills)
 """The dataset and verifier-case carriers replay their world, which the gateway does not have."""
 
 
+@functools.lru_cache(maxsize=8192)
+def _redacted(text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    clean, found = redact(text)
+    return clean, tuple(found.items())
+
+
 def redact_json(value: Any, counts: Counter[str]) -> Any:
-    """Every string inside `value` redacted (PII and secrets); counts of what was found go to `counts`."""
+    """Every string inside `value` redacted (PII and secrets); counts of what was found go to `counts`.
+
+    An agent resends its whole conversation on every call, so the same strings come back again and again:
+    each distinct string is redacted once (cached), and strings too short to hold an address, a number or a
+    key are left as they are."""
     if isinstance(value, str):
-        clean, found = redact(value)
-        counts.update(found)
+        if len(value) < 6:
+            return value
+        clean, found = _redacted(value)
+        counts.update(dict(found))
         return clean
     if isinstance(value, list):
         return [redact_json(v, counts) for v in value]

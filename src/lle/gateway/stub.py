@@ -11,6 +11,7 @@ import json
 import socket
 import threading
 import time
+from collections import deque
 from typing import Any
 
 import uvicorn
@@ -40,7 +41,7 @@ class StubUpstream:
     """The stub as an ASGI app (`.app`), and a way to run it on a free localhost port in a thread."""
 
     def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
+        self.requests: deque[dict[str, Any]] = deque(maxlen=10_000)  # the latest, for tests; bounded for demos
         self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"]),
                                      Route("/v1/models", self.models, methods=["GET"])])
         self.server: uvicorn.Server | None = None
@@ -101,3 +102,18 @@ def serve_in_thread(app: Any, port: int, *, timeout_s: float = 20.0) -> uvicorn.
             raise RuntimeError(f"the server on port {port} did not start")
         time.sleep(0.01)
     return server
+
+
+def main() -> None:
+    """`python -m lle.gateway.stub [--port N]`: the stub on its own, e.g. as `lle serve --upstream` in a demo."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--port", type=int, default=8766)
+    port = parser.parse_args().port
+    print(f"stub upstream on http://127.0.0.1:{port}/v1", flush=True)
+    uvicorn.run(StubUpstream().app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
