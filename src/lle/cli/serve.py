@@ -17,7 +17,7 @@ TOKEN_ENV = "LLE_GATEWAY_TOKEN"
 
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (default: this machine only)."),
-    port: int = typer.Option(8765, "--port", min=1, max=65535, help="Port to listen on."),
+    port: int = typer.Option(8770, "--port", min=1, max=65535, help="Port to listen on."),
     upstream: str = typer.Option("embedded", "--upstream",
                                  help="`embedded` (llama.cpp in-process) or an OpenAI-compatible base URL (…/v1)."),
     model: str = typer.Option("smollm2-135m", "--model",

@@ -1,7 +1,7 @@
 """For agent authors: one episode through `lle serve`, its feedback and its end, in a few lines.
 
     from lle.gateway.client import GatewayEpisode
-    ep = GatewayEpisode("http://127.0.0.1:8765", token="…")
+    ep = GatewayEpisode("http://127.0.0.1:8770", token="…")
     llm = openai.OpenAI(base_url=ep.base_url, api_key=ep.token)   # every call is recorded as a step
     ... run the agent ...
     ep.feedback("test_result", tests=[{"name": "test_add", "passed": True}])

@@ -109,7 +109,7 @@ def main() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=8766)
+    parser.add_argument("--port", type=int, default=8771)
     port = parser.parse_args().port
     print(f"stub upstream on http://127.0.0.1:{port}/v1", flush=True)
     uvicorn.run(StubUpstream().app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
