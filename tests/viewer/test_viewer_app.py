@@ -75,3 +75,20 @@ def test_the_static_report_is_self_contained(copy: tuple[Path, str]) -> None:
         for ref in re.findall(r'href="([^"#]+)"', text):
             assert (page.parent / ref).resolve().is_file(), (page, ref)  # every link is a file of the report
     assert "curriculum level" in index.read_text()
+
+
+def test_the_workspace_store_and_a_copied_placeholder(tmp_path: Path) -> None:
+    from factories import build_experience
+    from lle.core import ActionRequest
+
+    exp = build_experience(observation="[refunded] order 54")
+    step = exp.steps[0].model_copy(update={"request": ActionRequest(tool="run_query", args={"sql": "SELECT 0"},
+                                                                    expect="What you predict it will return")})
+    exp = exp.model_copy(update={"steps": [step, *exp.steps[1:]]}).sealed()
+    with Store(tmp_path / "lle.db") as db:
+        db.append_experience(exp)
+    client = TestClient(create_app(tmp_path, "t"))
+    assert "/runs/workspace/main/episodes" in client.get("/").text
+    page = client.get(f"/runs/workspace/main/episodes/{exp.id}").text
+    assert "copies the prompt's placeholder: not a prediction" in page and "prompt not stored" in page
+    assert "[refunded] order 54" in page and "sql/shop-v1:train:0" in page

@@ -118,6 +118,7 @@ class StepView:
     evidence: list[Evidence]
     credit: float | None
     expect_is_placeholder: bool
+    thought_is_placeholder: bool
     world: str | None
     stop: str | None
     executed_differs: bool
@@ -159,13 +160,20 @@ def transcript(src: Source, ref: str) -> Transcript:
             elif fb.kind == "stop":
                 stop = f"{content.get('reason')}: {content.get('detail')}"
         req, ex = step.request, step.executed
+        # The harness flags a slot the model filled with the slot's own text (`placeholder_copy`).
+        copied: set[str] = set()
+        for fb in step.feedback:
+            flagged = fb.kind == "placeholder_copy" and isinstance(fb.content, dict)
+            fields = fb.content.get("fields") if flagged and isinstance(fb.content, dict) else None
+            copied |= {str(f) for f in fields} if isinstance(fields, list) else set()
         views.append(StepView(
             step=step, prompt=prompt_of(step),
             interventions=[intervention_text(fb.content) for fb in step.feedback
                            if fb.kind == "intervention" and isinstance(fb.content, dict)],
             evidence=per_step.get(step.index, []),
             credit=exp.credit[step.index] if step.index < len(exp.credit) else None,
-            expect_is_placeholder=bool(req.expect) and copies_placeholder(req.expect),
+            expect_is_placeholder=bool(req.expect) and (copies_placeholder(req.expect) or "expect" in copied),
+            thought_is_placeholder=bool(req.thought) and (copies_placeholder(req.thought) or "thought" in copied),
             world=world, stop=stop, executed_differs=(ex.tool, ex.args) != (req.tool, req.args)))
     return Transcript(exp, batch, revoked, views, [e for e in evidence if e.step is None],
                       {e.id for e in evidence if e.id not in stored}, items)

@@ -99,7 +99,8 @@ recording keeps the model's output and the context items shown, not the prompt t
 </details>
 {% for text in v.interventions %}<p><b>runtime</b> {{ text }}</p>{% endfor %}
 <dl>
-<dt>thought</dt><dd>{{ s.request.thought | dash }}</dd>
+<dt>thought</dt><dd>{{ s.request.thought | dash }}{% if v.thought_is_placeholder %}
+<span class="bad">(copies the prompt's placeholder: not the model's plan)</span>{% endif %}</dd>
 <dt>requested</dt><dd><code>{{ s.request.tool }} {{ s.request.args | tojson }}</code></dd>
 {% if s.request.expect %}<dt>expected</dt><dd>{{ s.request.expect }}{% if v.expect_is_placeholder %}
 <span class="bad">(copies the prompt's placeholder: not a prediction)</span>{% endif %}</dd>{% endif %}
