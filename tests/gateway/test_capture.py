@@ -62,6 +62,12 @@ def test_an_unanswered_tool_call_is_not_made_up(gateway: Any, tmp_path: Path) ->
     with gateway() as client:
         call(client, "e2", [{"role": "user", "content": "go"}])
         ended = client.post("/v1/lle/episodes/e2/end", headers=AUTH, json={}).json()
+        # Ended is ended: a late call, feedback or second end is refused, not a new episode under the same id.
+        late = client.post("/episodes/e2/v1/chat/completions", headers=AUTH,
+                           json={"messages": [{"role": "user", "content": "again"}]})
+        assert late.status_code == 409 and "new episode id" in late.json()["error"]["message"]
+        for path, body in (("feedback", {"kind": "test_result", "passed": True}), ("end", {})):
+            assert client.post(f"/v1/lle/episodes/e2/{path}", headers=AUTH, json=body).status_code == 409
     assert ended["outcome"] == "unknown"  # no verdict posted: never a guess
     with Store(tmp_path / "ws" / "lle.db") as db:
         (step,) = db.steps_of(ended["experience_id"])

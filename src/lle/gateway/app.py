@@ -81,6 +81,7 @@ class Gateway:
         self.config, self.upstream = config, upstream
         self.journal = Journal(config.workspace, fsync=config.fsync)
         self.episodes: dict[tuple[str, str], OpenEpisode] = {}
+        self.ended: set[tuple[str, str]] = set()  # ended in this process: a late call must not reopen one
         self.buckets: dict[str, Bucket] = {}
         self._store_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lle-store")
         self._journal_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lle-journal")
@@ -195,6 +196,9 @@ class Gateway:
 
     def episode(self, client: ClientConfig, episode: str) -> OpenEpisode:
         found = self.episodes.get((client.name, episode))
+        if found is None and (client.name, episode) in self.ended:
+            raise GatewayError(409, f"episode {episode!r} has ended; its experience is stored (use a new id)",
+                               param="episode")
         if found is None:
             raise GatewayError(404, f"episode {episode!r} is not open for client {client.name}; open it with a "
                                     f"chat call to /episodes/{episode}/v1/chat/completions first", param="episode")
@@ -264,7 +268,7 @@ def create_app(config: GatewayConfig, upstream: Upstream) -> FastAPI:
         if not NAME.match(project):
             raise GatewayError(400, f"X-LLE-Project {project[:80]!r}: use 1-80 letters, digits, _ . -")
         ep = gw.episodes.get((client.name, episode)) if episode else None
-        if ep is not None and ep.ended:
+        if (ep is not None and ep.ended) or (client.name, episode) in gw.ended:
             raise GatewayError(409, f"episode {episode!r} is ending or has ended; use a new episode id")
         serve = client.serve or request.headers.get("x-lle-serve", "") in ("1", "true", "yes")
         served = serving.Served([])
@@ -394,6 +398,7 @@ def create_app(config: GatewayConfig, upstream: Upstream) -> FastAPI:
             ep.ended = False  # still open: the caller may end it again
             raise
         gw.episodes.pop((client.name, episode), None)
+        gw.ended.add((client.name, episode))
         gw._journal_pool.submit(gw.journal.remove, ep)  # after its queued lines; a crash before: recover() removes it
         return JSONResponse(finishing.summary(exp, updates))
 
