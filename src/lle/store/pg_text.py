@@ -9,7 +9,8 @@ PostgreSQL's (`?` -> `%s`, `INSERT OR IGNORE` -> `ON CONFLICT DO NOTHING`). SQL 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -53,6 +54,16 @@ class PgConnection:
             if args is None:  # no placeholders to translate: migrations and scripts run as written
                 return self.raw.execute(sql)
             return self.raw.execute(translate(sql), list(args))
+        except self._refused as err:
+            raise ConstraintViolation(" ".join(str(err).split("CONTEXT:")[0].split())) from err
+
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        """Statements inside are sent without waiting for each result (psycopg's pipeline mode); an
+        error they raise is raised at the end of the block, as the type `execute` raises."""
+        try:
+            with self.raw.pipeline():
+                yield
         except self._refused as err:
             raise ConstraintViolation(" ".join(str(err).split("CONTEXT:")[0].split())) from err
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from lle.core import CarrierItem, Step, utcnow
+from lle.core import CarrierItem, Experience, Step, utcnow
 from lle.errors import (
     DiskFullError,
     InvalidInputError,
@@ -188,6 +188,12 @@ class PostgresStore(Store):
         self.conn.close()
 
     # --- what differs from SQLite's SQL ---------------------------------------------------------------
+
+    def _insert_experience(self, exp: Experience) -> None:
+        # Pipelined: the row, its steps, evidence, hashes and search text go to the server without
+        # waiting for each answer (a refusal still surfaces here, before the transaction commits).
+        with self.pg.pipeline():
+            super()._insert_experience(exp)
 
     def _insert_steps(self, experience_id: str, steps: list[Step]) -> None:
         # One round trip for all of an experience's steps (psycopg pipelines executemany), not one each.

@@ -32,7 +32,7 @@ def test_eight_writers_append_250_each_and_none_is_lost(location: str) -> None:
     with Store(location):
         pass  # created and migrated once, so the writers race on appends, not on the schema
     started = time.monotonic()
-    children = [subprocess.Popen([sys.executable, str(APPENDER), location, "250", "2", "25", "200"],
+    children = [subprocess.Popen([sys.executable, str(APPENDER), location, "250", "2", "50", "200"],
                                  stdout=subprocess.PIPE, text=True) for _ in range(8)]
     acknowledged: dict[str, str] = {}
     for child in children:
