@@ -88,18 +88,19 @@ class TempServer:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://lle@/{database}?host={self.folder}&port={self.port}"
 
-    def new_database(self, prefix: str = "lle") -> str:
-        """A fresh empty database; its URL."""
-        return self.database_on(self.url(), prefix)
+    def new_database(self, prefix: str = "lle", *, template: str | None = None) -> str:
+        """A fresh database (empty, or a copy of database `template`, which nobody may be connected to); its URL."""
+        return self.database_on(self.url(), prefix, template=template)
 
     @staticmethod
-    def database_on(url: str, prefix: str = "lle") -> str:
-        """A fresh empty database on the server `url` points at (its user may create databases); its URL."""
+    def database_on(url: str, prefix: str = "lle", *, template: str | None = None) -> str:
+        """A fresh database on the server `url` points at (its user may create databases); its URL."""
         import psycopg
 
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        copy = f' TEMPLATE "{template}"' if template else ""
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"'.encode())
+            conn.execute(f'CREATE DATABASE "{name}"{copy}'.encode())
         parts = urlsplit(url)
         return urlunsplit(parts._replace(path="/" + name))
 

@@ -30,6 +30,15 @@ def pg_server() -> Iterator[TempServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def pg_migrated(pg_server: TempServer) -> str:
+    """A database migrated once, copied for each test (CREATE DATABASE … TEMPLATE): opening a copy
+    migrates nothing, which saves most of a test's set-up. Migrating itself is tested on new ones."""
+    url = pg_server.new_database("template")
+    Store(url).close()
+    return url.split("?")[0].rsplit("/", 1)[-1]
+
+
 @pytest.fixture(params=BACKENDS)
 def new_location(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], str]:
     """Makes the location of a fresh, empty store of this test's backend (a path or a URL)."""
@@ -37,7 +46,8 @@ def new_location(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[],
         counter = iter(range(1000))
         return lambda: str(tmp_path / f"lle-{next(counter)}.db")
     server: TempServer = request.getfixturevalue("pg_server")
-    return server.new_database
+    template: str = request.getfixturevalue("pg_migrated")
+    return lambda: server.new_database(template=template)
 
 
 @pytest.fixture

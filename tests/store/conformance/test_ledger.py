@@ -173,3 +173,19 @@ def test_postgres_schemas_hold_separate_ledgers(pg_server, make_experience: Make
         assert again.get_experience(exp.id) == exp
     with pytest.raises(InvalidInputError, match="schema name"):
         with_schema(url, "Bad-Name")
+
+
+def test_first_opens_racing_on_a_new_store_migrate_it_once(tmp_path, pg_server) -> None:  # type: ignore[no-untyped-def]
+    from concurrent.futures import ThreadPoolExecutor
+
+    for location in (str(tmp_path / "race.db"), pg_server.new_database()):  # new: nothing migrated yet
+        with ThreadPoolExecutor(4) as pool:
+            versions = list(pool.map(_open_version, [location] * 4))
+        assert versions == [len(migrations())] * 4
+        with Store(location) as db:
+            assert _count(db, "lle_migrations") == len(migrations())
+
+
+def _open_version(location: str) -> int:
+    with Store(location) as db:
+        return db.schema_version
