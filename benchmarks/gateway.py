@@ -43,6 +43,12 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far: the gateway's own cost, whatever else the machine runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_up(url: str, headers: dict[str, str], seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -149,7 +155,9 @@ def main() -> None:
     try:
         wait_up(f"{stub}/models", {})
         wait_up(f"{gateway}/models", {"Authorization": f"Bearer {TOKEN}"})
+        cpu_before = cpu_seconds(procs[1].pid)
         lat = latency(stub, gateway, args.calls)
+        lat["gateway_cpu_ms_per_call"] = round((cpu_seconds(procs[1].pid) - cpu_before) * 1000 / (args.calls + 20), 3)
         direct_rate, _ = asyncio.run(load(stub, args.clients, args.per_client, args.steps, episodes=False))
         gw_rate, ok = asyncio.run(load(gateway, args.clients, args.per_client, args.steps, episodes=True))
         sent = sum(ok.values())

@@ -56,8 +56,8 @@ def serve(
     from lle.gateway.app import create_app
     from lle.gateway.upstream import make_upstream
 
-    # The journal thread redacts and writes while the event loop answers the next call; a shorter GIL
-    # switch interval (default 5 ms) keeps it from holding the loop up for whole milliseconds.
+    # The store's thread (serving, ends) and llama.cpp's (its sampling loop is Python) share the GIL with
+    # the event loop; a shorter switch interval (default 5 ms) keeps them from holding other calls up.
     sys.setswitchinterval(0.0005)
     backend = make_upstream(upstream, model, api_key=config.upstream_key, n_ctx=config.n_ctx)
     console.print(f"lle serve: http://{host}:{port}/v1 → {upstream if upstream != 'embedded' else model}; "

@@ -57,6 +57,12 @@ def _redacted(text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
     return clean, tuple(found.items())
 
 
+# Fields the upstream or the protocol fills in (ids, names of things, enums): never personal data, and a fresh
+# id on every call would otherwise cost a full redaction pass each time (0.1-0.4 ms a string).
+PROTOCOL_KEYS = frozenset({"id", "tool_call_id", "object", "model", "role", "type", "finish_reason",
+                           "system_fingerprint"})
+
+
 def redact_json(value: Any, counts: Counter[str]) -> Any:
     """Every string inside `value` redacted (PII and secrets); counts of what was found go to `counts`.
 
@@ -67,12 +73,14 @@ def redact_json(value: Any, counts: Counter[str]) -> Any:
         if len(value) < 6:
             return value
         clean, found = _redacted(value)
-        counts.update(dict(found))
+        if found:
+            counts.update(dict(found))
         return clean
     if isinstance(value, list):
         return [redact_json(v, counts) for v in value]
     if isinstance(value, dict):
-        return {k: redact_json(v, counts) for k, v in value.items()}
+        return {k: v if k in PROTOCOL_KEYS and isinstance(v, str) else redact_json(v, counts)
+                for k, v in value.items()}
     return value
 
 
