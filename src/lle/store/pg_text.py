@@ -46,6 +46,8 @@ class PgConnection:
         from psycopg import errors
 
         self.raw = raw
+        self.stems: dict[str, str] = {}
+        """word -> its stem under TS_CONFIG ('' for a stop word), as `tokenize` asked the server."""
         # Integrity errors, and the P0001 the append-only trigger raises (lle_refuse_change, m001).
         self._refused = (errors.IntegrityError, errors.RaiseException)
 
@@ -112,9 +114,14 @@ def tokenize(conn: PgConnection, data: bytes) -> list[tuple[int, int, str]]:
     found = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\w+", text)]
     if not found:
         return []
-    stems = dict(conn.execute(
-        f"SELECT w, coalesce(array_to_string(tsvector_to_array(to_tsvector('{TS_CONFIG}', w)), ' '), '')"
-        " FROM unnest(?::text[]) AS w", (sorted({w for _, _, w in found}),)).fetchall())
+    stems = conn.stems
+    unknown = sorted({w for _, _, w in found} - stems.keys())
+    if unknown:  # one round trip for the words not seen before (a query repeats an episode's goal)
+        if len(stems) > 100_000:
+            stems.clear()
+        stems.update((str(w), str(s)) for w, s in conn.execute(
+            f"SELECT w, coalesce(array_to_string(tsvector_to_array(to_tsvector('{TS_CONFIG}', w)), ' '), '')"
+            " FROM unnest(?::text[]) AS w", (unknown,)))
     out = []
     for start, end, word in found:
         stem = str(stems.get(word) or "")
