@@ -102,3 +102,13 @@ def test_an_open_episode_survives_a_restart(gateway: Any, tmp_path: Path) -> Non
         ended = client.post("/v1/lle/episodes/long/end", headers=AUTH, json={}).json()
     assert ended["steps"] == 3 and ended["outcome"] == "fail"
     assert [e["anchor"] for e in ended["evidence"] if e["outcome"] == "fail"] == ["human"]
+
+
+def test_log_probabilities_and_token_ids_are_recorded_when_the_upstream_gives_them(gateway: Any,
+                                                                                   tmp_path: Path) -> None:
+    with gateway() as client:
+        call(client, "lp", [{"role": "user", "content": "go"}], logprobs=True, tool_choice="none")
+        ended = client.post("/v1/lle/episodes/lp/end", headers=AUTH, json={}).json()
+    with Store(tmp_path / "ws" / "lle.db") as db:
+        (step,) = db.steps_of(ended["experience_id"])
+        assert step.llm is not None and step.llm.logprobs == [-0.25, -1.5] and step.llm.token_ids == [564, 0]

@@ -31,9 +31,13 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
         message = {"role": "assistant", "content": None, "tool_calls": [
             {"id": f"call_{len(messages)}", "type": "function", "function": {"name": name, "arguments": "{}"}}]}
         finish = "tool_calls"
+    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish}
+    if body.get("logprobs"):  # as OpenAI, and token ids beside them as vLLM-style servers add when asked
+        choice["logprobs"] = {"content": [{"token": "ok", "logprob": -0.25, "top_logprobs": []},
+                                          {"token": "!", "logprob": -1.5, "top_logprobs": []}]}
+        choice["token_ids"] = [564, 0]
     return {"id": f"stub-{time.monotonic_ns()}", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model") or "stub",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "model": body.get("model") or "stub", "choices": [choice],
             "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}}
 
 
