@@ -9,6 +9,7 @@ from typing import Any
 
 from gateway.gw_helpers import AUTH, TOOLS
 from lle.actions import NO_ACTION
+from lle.gateway.stub import StubUpstream
 from lle.store import Store
 
 SECRET = "sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
@@ -104,10 +105,12 @@ def test_an_open_episode_survives_a_restart(gateway: Any, tmp_path: Path) -> Non
     assert [e["anchor"] for e in ended["evidence"] if e["outcome"] == "fail"] == ["human"]
 
 
-def test_log_probabilities_and_token_ids_are_recorded_when_the_upstream_gives_them(gateway: Any,
+def test_log_probabilities_and_token_ids_are_recorded_when_the_upstream_gives_them(gateway: Any, stub: StubUpstream,
                                                                                    tmp_path: Path) -> None:
+    schema = {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}}}
     with gateway() as client:
-        call(client, "lp", [{"role": "user", "content": "go"}], logprobs=True, tool_choice="none")
+        call(client, "lp", [{"role": "user", "content": "go"}], logprobs=True, response_format=schema)
+        assert stub.requests[-1]["response_format"] == schema and stub.requests[-1]["logprobs"] is True  # passed on
         ended = client.post("/v1/lle/episodes/lp/end", headers=AUTH, json={}).json()
     with Store(tmp_path / "ws" / "lle.db") as db:
         (step,) = db.steps_of(ended["experience_id"])
