@@ -92,3 +92,10 @@ def test_the_workspace_store_and_a_copied_placeholder(tmp_path: Path) -> None:
     page = client.get(f"/runs/workspace/main/episodes/{exp.id}").text
     assert "copies the prompt's placeholder: not a prediction" in page and "prompt not stored" in page
     assert "[refunded] order 54" in page and "sql/shop-v1:train:0" in page
+
+
+def test_a_run_not_finished_shows_its_progress(copy: tuple[Path, str]) -> None:
+    workspace, run = copy
+    (loop.run_folder(run, workspace) / "finished_at").unlink()  # as while it runs, or after a kill
+    page = TestClient(create_app(workspace, "t")).get(f"/runs/{run}").text
+    assert "In progress" in page and "8 of 8 planned episodes" in page and f"lle run --resume {run}" in page

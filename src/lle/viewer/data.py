@@ -316,6 +316,30 @@ def run_progress(run: str, workspace: str | Path | None) -> dict[str, dict[str, 
     return out
 
 
+@dataclass
+class Eta:
+    done: int
+    planned: int
+    elapsed_s: float
+    left_s: float | None
+
+
+def eta(run: str, workspace: str | Path | None) -> Eta:
+    """Episodes finished against those the config plans (replays of skills and recipes come on top), the time
+    since the run started (its config was written), and the time left at the pace so far."""
+    import time
+
+    config = loop.load_config(run, workspace)
+    learning = [s for s in config.strategies if s != "none"]
+    planned = config.eval_tasks + len(learning) * config.rounds * (config.train_per_round + config.eval_tasks)
+    done = sum(n for batches in run_progress(run, workspace).values() for label, n in batches.items()
+               if label.count("/") == 1 and label.endswith(("/train", "/eval")))  # not the replays
+    started = (loop.run_folder(run, workspace) / "config.json").stat().st_mtime
+    elapsed = max(0.0, time.time() - started)
+    left = elapsed / done * max(0, planned - done) if done else None
+    return Eta(done, planned, elapsed, left)
+
+
 def finished(run: str, workspace: str | Path | None) -> str | None:
     path = loop.run_folder(run, workspace) / "finished_at"
     return path.read_text() if path.exists() else None

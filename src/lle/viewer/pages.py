@@ -113,9 +113,11 @@ def run_page(run_id: str, links: Links, workspace: str | Path | None, extra: str
         return f'<a href="{html.escape(target)}">{html.escape(id_)}</a>' if target else html.escape(id_)
 
     sections = report.run_sections(res, folder, verdicts, link)
-    progress = None if data.finished(run_id, workspace) else data.run_progress(run_id, workspace)
+    running = not data.finished(run_id, workspace)
+    progress = data.run_progress(run_id, workspace) if running else None
     return render("run.html", links, run=run_id, strategies=strategies, sections=Markup(sections),
-                  progress=progress, extra=Markup(extra), title=f"run {run_id}")
+                  progress=progress, eta=data.eta(run_id, workspace) if running else None, extra=Markup(extra),
+                  title=f"run {run_id}")
 
 
 def episodes_page(src: data.Source, links: Links) -> str:

@@ -45,8 +45,11 @@ RUN = """{% extends "base.html" %}
 {% block body %}
 <p>Stores: {% for s in strategies %}<b>{{ s }}</b> (<a href="{{ links.episodes(run, s) }}">episodes</a>,
 <a href="{{ links.carriers(run, s) }}">carriers</a>){% if not loop.last %}; {% endif %}{% endfor %}</p>
-{% if progress is not none %}<h2>In progress</h2><p>This run has not finished: finished episodes per batch so far
-(reload to update).</p>
+{% if progress is not none %}<h2>In progress</h2><p>This run has not finished (running, or killed: resume it with
+<code>lle run --resume {{ run }}</code>). {{ eta.done }} of {{ eta.planned }} planned episodes finished in
+{{ (eta.elapsed_s / 60) | round(1) }} min{% if eta.left_s is not none %}; about {{ (eta.left_s / 60) | round(1) }} min
+left at this pace{% endif %} (skill and recipe replays add episodes). Finished episodes per batch so far (reload to
+update):</p>
 <table><tr><th>strategy</th><th>batch</th><th>episodes</th></tr>
 {% for s, batches in progress.items() %}{% for b, n in batches.items() %}
 <tr><td>{{ s }}</td><td>{{ b }}</td><td>{{ n }}</td></tr>{% endfor %}{% endfor %}</table>{% endif %}
