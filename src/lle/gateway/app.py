@@ -291,6 +291,8 @@ def create_app(config: GatewayConfig, upstream: Upstream) -> FastAPI:
                 return None, -1
             latency = (time.perf_counter() - started) * 1000
             target = gw.episodes.get((client.name, episode))
+            if (client.name, episode) in gw.ended or (target is not None and target.ended):
+                return None, -1  # ended while this call was upstream: the answer goes back, the record cannot
             if target is None:  # the first call opens the episode
                 target = OpenEpisode(client.name, episode, new_id("exp"), project)
                 gw.episodes[(client.name, episode)] = target
