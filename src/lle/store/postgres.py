@@ -33,7 +33,7 @@ from lle.errors import (
     StoreError,
 )
 from lle.store import pg_text
-from lle.store.sqlite import Store, migrations
+from lle.store.sqlite import Store, as_url, migrations
 
 WRITE_LOCK = 0x6C6C65_0001
 """The advisory lock every write transaction holds (per database): the one writer at a time."""
@@ -67,8 +67,10 @@ class PostgresStore(Store):
     dialect = "postgres"
 
     def __init__(self, path: str | Path) -> None:
-        self.url = str(path)
-        self.path = Path(redact(self.url))  # a stable name (lineage caches by it); never opened as a file
+        self.url = as_url(path)
+        # Never opened as a file: a stable name (lineage caches by it) that `Store(store.path)` reopens.
+        # It holds the password when the URL does: show `location` instead.
+        self.path = Path(self.url)
         self._writer: int | None = None
         self._lock = threading.RLock()
         self.row_filters: dict[str, Callable[[int], bool]] = {}

@@ -47,7 +47,6 @@ from lle.store import blobs, trajectory
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 60_000
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 ID_TABLES = {"exp": "experiences", "evd": "evidence", "upd": "updates", "rev": "revocations", "itm": "carrier_items"}
 
 
@@ -87,8 +86,16 @@ class ExperienceRow:
 
 
 def is_url(location: str | Path) -> bool:
-    """True for a PostgreSQL URL (`postgresql://…`, `postgres://…`), False for a SQLite file path."""
-    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+    """True for a PostgreSQL URL (`postgresql://…`, `postgres://…`), False for a SQLite file path.
+
+    Also for such a URL that went through `Path` (`postgresql:/…`: a PostgreSQL store's `.path`), so
+    a caller that reopens a store by its path (`Store(store.path)`) reopens the same one."""
+    return str(location).startswith(("postgresql:/", "postgres:/"))
+
+
+def as_url(location: str | Path) -> str:
+    """The URL `is_url` recognised, with the `//` that `Path` folds back."""
+    return re.sub(r"^(postgres(?:ql)?):/(?!/)", r"\1://", str(location))
 
 
 class Store:
