@@ -62,6 +62,8 @@ def test_a_second_open_migrates_nothing_and_reads_the_same(location: str, make_e
         exp = db.append_experience(make_experience())
     with Store(location) as db:
         assert db.get_experience(exp.id) == exp and _count(db, "lle_migrations") == len(migrations())
+        with Store(db.path) as again:  # callers reopen a store by its path; a PostgreSQL one too
+            assert again.dialect == db.dialect and again.get_experience(exp.id) == exp
 
 
 def test_long_texts_are_stored_once_as_content_addressed_blobs(store: Store, make_experience: MakeExperience) -> None:
