@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from lle.core import Policy, SmallWorld, Split, Step
+from lle.errors import EpisodeError
 from lle.policies import ScriptedPolicy
 from lle.runtime.harness import run_episode
 from lle.runtime.parallel import run_many
@@ -116,3 +117,6 @@ def test_ray_runs_what_the_process_pool_runs_and_a_batch_reads_back(tmp_path: Pa
                         on_commit=lambda _eid, step: without_store.append(step))
     assert [e.content_hash for e in free] == [e.content_hash for e in pooled[:2]]
     assert len(without_store) == sum(len(e.steps) for e in free)
+    broken = worlds[1].model_copy(update={"world": "toy/missing-v1", "id": "toy/missing-v1:x"})
+    with pytest.raises(EpisodeError, match=r"1 of 3 episodes did not finish; first, toy/missing-v1:x"):
+        run_many_ray([worlds[0], broken, worlds[2]], oracle_policy, workers=2)
