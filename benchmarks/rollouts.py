@@ -3,16 +3,19 @@
 The toy world (keys family) with the oracle policy (no model), so the figure is the runtime's own
 cost per episode: the world, the harness, the recorder and the commits. Each run writes to a fresh
 SQLite store (the pool through its single writer in this process, Ray's workers directly); with
---store-url each run writes to a new database on that PostgreSQL server instead. Ray runs on a
+--store postgres each run writes to a new database on a throwaway local PostgreSQL server (fsync
+on), or on the server --store-url names. Ray runs on a
 local cluster started once (num_cpus = the most workers asked for); its start-up is reported apart,
 and each executor is warmed up once before the timed runs.
 
-    .venv/bin/python benchmarks/rollouts.py [--episodes 48] [--workers 1,2,4] [--store-url postgresql://…]
+    .venv/bin/python benchmarks/rollouts.py [--episodes 48] [--workers 1,2,4] [--store sqlite|postgres]
+        [--store-url postgresql://…]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import tempfile
@@ -44,18 +47,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=48)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--store-url", help="a PostgreSQL server: each run writes to a new database on it")
     args = parser.parse_args()
     counts = [int(w) for w in args.workers.split(",")]
     report: dict[str, Any] = {"benchmark": "rollouts", "world": "toy/keys (oracle policy)",
                               "episodes": args.episodes, "cpus": os.cpu_count(),
-                              "store": "postgresql" if args.store_url else "sqlite", "executors": {}}
-    with tempfile.TemporaryDirectory() as tmp:
+                              "store": "postgres" if args.store_url else args.store, "executors": {}}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         runs = iter(range(1000))
+        server_url = args.store_url
+        if args.store == "postgres" and not server_url:
+            server_url = stack.enter_context(TempServer(fast=False)).url()
 
         def fresh() -> str:
-            if args.store_url:
-                return TempServer.database_on(args.store_url)
+            if server_url:
+                return TempServer.database_on(server_url)
             return str(Path(tmp) / f"r{next(runs)}.db")
 
         import ray

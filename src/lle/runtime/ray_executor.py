@@ -118,17 +118,31 @@ def continue_from(job: EpisodeJob, store: Store) -> EpisodeJob | Experience:
                    initial_observation=record.initial_observation)
 
 
+_open_stores: dict[str, Store] = {}
+"""Stores this worker process has open, by location: Ray reuses workers across tasks, and opening a
+PostgreSQL store (a connection, the schema check) costs more than a short episode."""
+
+
+def _store_at(location: str) -> Store:
+    if location not in _open_stores:
+        _open_stores[location] = Store(location)
+    return _open_stores[location]
+
+
 def play(job: EpisodeJob, factories: Factories, location: str | None) -> tuple[str, str]:
     """One episode in a Ray worker: ("done", experience JSON) or ("error", traceback)."""
     try:
         if location is None:
             return "done", run_job(job, factories, _NoStoreRecorder()).model_dump_json()
-        with Store(location) as store:
-            current = continue_from(job, store)
-            if isinstance(current, Experience):
-                return "done", current.model_dump_json()
-            return "done", run_job(current, factories, _WorkerRecorder(store)).model_dump_json()
+        store = _store_at(location)
+        current = continue_from(job, store)
+        if isinstance(current, Experience):
+            return "done", current.model_dump_json()
+        return "done", run_job(current, factories, _WorkerRecorder(store)).model_dump_json()
     except Exception:  # reported to the driver; the episode stays resumable
+        if location is not None and (stale := _open_stores.pop(location, None)) is not None:
+            with contextlib.suppress(Exception):  # a broken connection: the next task opens a new one
+                stale.close()
         return "error", traceback.format_exc(limit=8)
 
 
