@@ -9,6 +9,7 @@ from typing import Any
 
 from gateway.gw_helpers import AUTH, OTHER_AUTH, TOOLS
 from lle.core import CarrierItem, CarrierKind, Scope, ScopeLevel, Update, UpdateOp
+from lle.gateway.config import ClientConfig
 from lle.gateway.serving import HEADER
 from lle.gateway.stub import StubUpstream
 from lle.governance import lineage
@@ -93,3 +94,15 @@ def test_a_passed_episode_is_remembered_and_served_to_the_next(gateway: Any, stu
         assert memory in response.headers["X-LLE-Served"] and f"[id={memory} carrier=memory" in notes_sent(stub)
         chat(client, "other", {**OTHER_AUTH, "X-LLE-Serve": "1"}, task)
         assert memory not in notes_sent(stub)  # bob never reads alice's memories
+
+
+def test_a_client_configured_to_be_served_can_opt_out_per_request(gateway: Any, stub: StubUpstream,
+                                                                   tmp_path: Path) -> None:
+    carol = {"Authorization": "Bearer carol-token"}
+    with gateway(clients={"carol-token": ClientConfig(name="carol", serve=True)}) as client:
+        chat(client, "warm", {**carol, "X-LLE-Serve": "0"})
+        rule = add_rule(tmp_path / "ws" / "lle.db", "gw-carol", "Prefer small diffs.")
+        chat(client, "c1", carol)
+        assert rule in notes_sent(stub)
+        chat(client, "c1", {**carol, "X-LLE-Serve": "0"})
+        assert notes_sent(stub) == ""

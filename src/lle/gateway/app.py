@@ -275,7 +275,8 @@ def create_app(config: GatewayConfig, upstream: Upstream) -> FastAPI:
         ep = gw.episodes.get((client.name, episode)) if episode else None
         if (ep is not None and ep.ended) or (client.name, episode) in gw.ended:
             raise GatewayError(409, f"episode {episode!r} is ending or has ended; use a new episode id")
-        serve = client.serve or request.headers.get("x-lle-serve", "") in ("1", "true", "yes")
+        asked = request.headers.get("x-lle-serve", "").strip().lower()  # per request: on (1) or off (0)
+        serve = asked in ("1", "true", "yes") or (client.serve and asked not in ("0", "false", "no"))
         served = serving.Served([])
         if serve:
             query = serving.query_of(body["messages"])
