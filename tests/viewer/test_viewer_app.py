@@ -38,6 +38,8 @@ def test_pages_answer_and_prefixes_resolve(toy_run: tuple[Path, str]) -> None:
     missing = client.get(f"/runs/{run}/lle/items/itm_NOPE")
     assert missing.status_code == 404 and "no carrier item with id" in missing.text
     assert client.get(f"/runs/{run}/raw/carriers").status_code == 400  # this run has no raw store
+    compared = client.get("/compare", params={"a": run[:10], "b": "latest"})
+    assert compared.status_code == 200 and "The same (but for the id)" in compared.text
 
 
 def test_a_revocation_needs_the_token_the_confirmation_and_a_reason(copy: tuple[Path, str]) -> None:

@@ -19,6 +19,7 @@ from lle.flywheel.evaluate import paired_verdicts
 from lle.flywheel.evaluate import table as results_table
 from lle.store import Store
 from lle.viewer import lookup
+from lle.viewer.data import compare_runs
 
 runs_app = typer.Typer(help="Flywheel runs (RUN: an id, a unique prefix, or latest).", no_args_is_help=True)
 
@@ -104,41 +105,12 @@ def show(run_ref: str = RunArgument, as_json: bool = typer.Option(False, "--json
     print_verdicts(verdicts)
 
 
-def _flat(value: object, prefix: str = "") -> dict[str, object]:
-    if isinstance(value, dict):
-        out: dict[str, object] = {}
-        for key, item in value.items():
-            out |= _flat(item, f"{prefix}{key}.")
-        return out
-    return {prefix.rstrip("."): value}
-
-
-def diff_rows(a: str, b: str) -> dict[str, list[dict[str, object]]]:
-    """Config keys that differ, and the held-out table side by side (world, strategy) for both runs."""
-    configs = [_flat(loop.load_config(r, settings.workspace).model_dump(mode="json")) for r in (a, b)]
-    keys = sorted(set(configs[0]) | set(configs[1]))
-    config = [{"key": k, "a": configs[0].get(k), "b": configs[1].get(k)}
-              for k in keys if k != "id" and configs[0].get(k) != configs[1].get(k)]
-    tables = [{(str(r["world"]), str(r["strategy"])): r
-               for r in results_table(report.load_results(x, settings.workspace))} for x in (a, b)]
-    rows = []
-    for key in sorted(set(tables[0]) | set(tables[1])):
-        left, right = tables[0].get(key), tables[1].get(key)
-        rate_a = left["last_rate"] if left else None
-        rate_b = right["last_rate"] if right else None
-        both = rate_a is not None and rate_b is not None
-        change = round(float(str(rate_b)) - float(str(rate_a)), 3) if both else None
-        rows.append({"world": key[0], "strategy": key[1], "a": left["last"] if left else None,
-                     "b": right["last"] if right else None, "change": change})
-    return {"config": config, "table": rows}
-
-
 @runs_app.command("diff")
 def diff(a: str = typer.Argument(..., help="The first run (id, prefix or latest)."),
          b: str = typer.Argument(..., help="The second run."), as_json: bool = typer.Option(False, "--json")) -> None:
     """Two runs side by side: the config keys that differ, then held-out success at the last round."""
     run_a, run_b = lookup.resolve_run(a, settings.workspace), lookup.resolve_run(b, settings.workspace)
-    found = diff_rows(run_a, run_b)
+    found = compare_runs(run_a, run_b, settings.workspace)
     if as_json:
         print_json({"a": run_a, "b": run_b, **found})
         return

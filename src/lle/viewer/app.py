@@ -51,6 +51,11 @@ def create_app(workspace: str | Path | None = None, token: str | None = None) ->
             return RedirectResponse(f"/runs/{full}", status_code=307)
         return HTMLResponse(pages.run_page(full, LINKS, workspace))
 
+    @app.get("/compare", response_class=HTMLResponse)
+    def compare(a: str, b: str) -> str:
+        return pages.compare_page(lookup.resolve_run(a, workspace), lookup.resolve_run(b, workspace), LINKS,
+                                  workspace)
+
     @app.get("/runs/{run}/{strategy}/episodes", response_class=HTMLResponse)
     def episodes(run: str, strategy: str) -> str:
         return pages.episodes_page(src(run, strategy), LINKS)

@@ -348,3 +348,39 @@ def finished(run: str, workspace: str | Path | None) -> str | None:
 def all_experience_ids(src: Source) -> list[str]:
     with src.open() as db:
         return stored_experiences.all_ids(db)
+
+
+# --- comparing runs -------------------------------------------------------------------------------------
+
+
+def _flat(value: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            out |= _flat(item, f"{prefix}{key}.")
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def compare_runs(a: str, b: str, workspace: str | Path | None) -> dict[str, list[dict[str, object]]]:
+    """Config keys that differ (but the id), and held-out success at the last round side by side per
+    (world, strategy), with the change in rate (b - a)."""
+    from lle.flywheel import report
+    from lle.flywheel.evaluate import table
+
+    configs = [_flat(loop.load_config(r, workspace).model_dump(mode="json")) for r in (a, b)]
+    keys = sorted(set(configs[0]) | set(configs[1]))
+    config: list[dict[str, object]] = [{"key": k, "a": configs[0].get(k), "b": configs[1].get(k)}
+                                       for k in keys if k != "id" and configs[0].get(k) != configs[1].get(k)]
+    tables = [{(str(r["world"]), str(r["strategy"])): r for r in table(report.load_results(x, workspace))}
+              for x in (a, b)]
+    rows: list[dict[str, object]] = []
+    for key in sorted(set(tables[0]) | set(tables[1])):
+        left, right = tables[0].get(key), tables[1].get(key)
+        rate_a = left["last_rate"] if left else None
+        rate_b = right["last_rate"] if right else None
+        both = rate_a is not None and rate_b is not None
+        rows.append({"world": key[0], "strategy": key[1], "a": left["last"] if left else None,
+                     "b": right["last"] if right else None,
+                     "change": round(float(str(rate_b)) - float(str(rate_a)), 3) if both else None})
+    return {"config": config, "table": rows}

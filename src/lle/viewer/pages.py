@@ -144,3 +144,11 @@ def item_page(src: data.Source, ref: str, links: Links) -> str:
 def revoke_page(src: data.Source, target: str, links: Links, cascade: Sequence[str], error: str = "") -> str:
     return render("revoke.html", links, src=src, target=target, cascade=list(cascade), error=error,
                   title=f"revoke {target}")
+
+
+def compare_page(a: str, b: str, links: Links, workspace: str | Path | None) -> str:
+    """Two runs side by side: config differences, last-round success, both curves."""
+    found = data.compare_runs(a, b, workspace)
+    curves = [report.curves_svg(report.load_results(r, workspace), size=(4.6, 2.8)) for r in (a, b)]
+    return render("compare.html", links, a=a, b=b, found=found, curves=[Markup(c) if c else None for c in curves],
+                  title="compare runs")

@@ -30,6 +30,10 @@ RUNS = """{% extends "base.html" %}
 <a href="{{ links.episodes('workspace', 'main') }}">episodes</a>,
 <a href="{{ links.carriers('workspace', 'main') }}">carriers</a>.</p>{% endif %}
 {% if not runs %}<p>No runs yet: start one with <code>lle run --quick</code>.</p>{% endif %}
+{% if runs | length > 1 and not links.static %}<form method="get" action="/compare" class="compare"><p>Compare
+<select name="a">{% for r in runs %}<option{% if loop.index == 2 %} selected{% endif %}>{{ r.id }}</option>{% endfor %}
+</select> with <select name="b">{% for r in runs %}<option>{{ r.id }}</option>{% endfor %}</select>
+<button type="submit">compare</button></p></form>{% endif %}
 {% for r in runs %}
 <div class="run"><h2><a href="{{ links.run(r.id) }}">{{ r.id }}</a></h2>
 <p>suite {{ r.suite }}, model {{ r.model }}, strategies {{ r.strategies | join(", ") }}, {{ r.rounds }} rounds;
@@ -214,6 +218,23 @@ href="{{ links.record(src.run, src.strategy, id) }}">{{ id }}</a>{% else %}<span
 {% endblock %}
 """
 
-TEMPLATES = {"base.html": BASE, "store.html": STORE_NAV, "runs.html": RUNS, "run.html": RUN,
+COMPARE = """{% extends "base.html" %}
+{% block body %}
+<p>a = <a href="{{ links.run(a) }}">{{ a }}</a>, b = <a href="{{ links.run(b) }}">{{ b }}</a></p>
+<h2>Config</h2>
+{% if found.config %}<table class="config"><tr><th>key</th><th>a</th><th>b</th></tr>
+{% for row in found.config %}<tr><td>{{ row.key }}</td><td>{{ row.a | tojson }}</td><td>{{ row.b | tojson }}</td></tr>
+{% endfor %}</table>{% else %}<p>The same (but for the id).</p>{% endif %}
+<h2>Held-out success at the last round</h2>
+<table class="diff"><tr><th>world</th><th>strategy</th><th>a</th><th>b</th><th>change (b − a)</th></tr>
+{% for row in found.table %}<tr><td>{{ row.world }}</td><td>{{ row.strategy }}</td><td>{{ row.a | dash }}</td>
+<td>{{ row.b | dash }}</td><td>{{ ("%+.3f" | format(row.change)) if row.change is not none else "—" }}</td></tr>
+{% endfor %}</table>
+<div>{% for svg in curves %}{% if svg %}<figure style="display:inline-block">{{ svg }}
+<figcaption>{{ loop.cycle("a", "b") }}</figcaption></figure>{% endif %}{% endfor %}</div>
+{% endblock %}
+"""
+
+TEMPLATES = {"compare.html": COMPARE, "base.html": BASE, "store.html": STORE_NAV, "runs.html": RUNS, "run.html": RUN,
              "episodes.html": EPISODES, "episode.html": EPISODE, "carriers.html": CARRIERS, "item.html": ITEM,
              "revoke.html": REVOKE}
