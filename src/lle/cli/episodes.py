@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from lle.cli.common import (
@@ -67,6 +69,7 @@ def run(
     seed: int = typer.Option(0, "--seed", help="Seed of the small world."),
     split: str = typer.Option("train", "--split", help="train, dev or test."),
     policy: str = typer.Option(..., "--policy", help="scripted:PATH (JSON or JSONL actions) or a model spec."),
+    base_url: str | None = typer.Option(None, "--base-url", help="Server of an openai:NAME policy (or LLE_BASE_URL)."),
     project: str | None = typer.Option(None, "--project", help="Project of the family (default: by seed)."),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Override the small world's step limit."),
     levers: str = typer.Option("off", "--levers", help=f"Harness levers: off, all, or some of {', '.join(LEVERS)}."),
@@ -80,6 +83,8 @@ def run(
         chosen = Split(split)
     except ValueError:
         raise InvalidInputError(f"--split {split!r} is not a split; use train, dev or test") from None
+    if base_url:
+        os.environ["LLE_BASE_URL"] = base_url  # read by the OpenAI policy, as `lle run --base-url` does
     family = open_family(world_id)
     small_world = family.small_world(chosen, seed, project=project)
     limits = Limits(max_steps=max_steps, max_seconds=small_world.limits.max_seconds) if max_steps else None
