@@ -115,3 +115,15 @@ def test_log_probabilities_and_token_ids_are_recorded_when_the_upstream_gives_th
     with Store(tmp_path / "ws" / "lle.db") as db:
         (step,) = db.steps_of(ended["experience_id"])
         assert step.llm is not None and step.llm.logprobs == [-0.25, -1.5] and step.llm.token_ids == [564, 0]
+
+
+def test_the_episode_may_be_named_by_header_and_calls_without_one_are_proxied_unrecorded(gateway: Any,
+                                                                                         tmp_path: Path) -> None:
+    with gateway() as client:
+        body = {"messages": [{"role": "user", "content": "go"}], "tools": TOOLS}
+        named = client.post("/v1/chat/completions", headers={**AUTH, "X-LLE-Episode": "by-header"}, json=body)
+        assert named.status_code == 200 and named.headers["X-LLE-Step"] == "0"
+        plain = client.post("/v1/chat/completions", headers=AUTH, json=body)
+        assert plain.status_code == 200 and "X-LLE-Step" not in plain.headers
+        assert client.get("/v1/lle/episodes/by-header", headers=AUTH).json()["steps"] == 1
+    assert [p.name for p in (tmp_path / "ws" / "gateway" / "open" / "alice").iterdir()] == ["by-header.jsonl"]
