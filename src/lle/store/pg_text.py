@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
+from lle.errors import DiskFullError, StoreError
+
 if TYPE_CHECKING:  # psycopg is an extra, imported by lle.store.postgres only when a URL asks for it
     import psycopg
 
@@ -50,6 +52,7 @@ class PgConnection:
         """word -> its stem under TS_CONFIG ('' for a stop word), as `tokenize` asked the server."""
         # Integrity errors, and the P0001 the append-only trigger raises (lle_refuse_change, m001).
         self._refused = (errors.IntegrityError, errors.RaiseException)
+        self._lost = (errors.OperationalError,)  # the server went away, or refused mid-session
 
     def execute(self, sql: str, args: Sequence[Any] | None = None) -> psycopg.Cursor[Any]:
         try:
@@ -58,6 +61,8 @@ class PgConnection:
             return self.raw.execute(translate(sql), list(args))
         except self._refused as err:
             raise ConstraintViolation(" ".join(str(err).split("CONTEXT:")[0].split())) from err
+        except self._lost as err:
+            raise _lost(err) from err
 
     @contextmanager
     def pipeline(self) -> Iterator[None]:
@@ -68,6 +73,8 @@ class PgConnection:
                 yield
         except self._refused as err:
             raise ConstraintViolation(" ".join(str(err).split("CONTEXT:")[0].split())) from err
+        except self._lost as err:
+            raise _lost(err) from err
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         try:
@@ -75,9 +82,20 @@ class PgConnection:
                 cursor.executemany(translate(sql), [list(r) for r in rows])
         except self._refused as err:
             raise ConstraintViolation(" ".join(str(err).split("CONTEXT:")[0].split())) from err
+        except self._lost as err:
+            raise _lost(err) from err
 
     def close(self) -> None:
         self.raw.close()
+
+
+def _lost(err: Exception) -> StoreError:
+    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    if type(err).__name__ == "DiskFull":  # psycopg.errors.DiskFull, an OperationalError
+        return DiskFullError(f"the PostgreSQL server's disk is full ({first}); nothing of this write was kept: "
+                             "free space and run the same command again (resume continues)")
+    return StoreError(f"the PostgreSQL store failed ({first}); nothing of the write in progress was kept: check "
+                      "the server, then run the same command again (resume continues)")
 
 
 def words(text: str) -> str:

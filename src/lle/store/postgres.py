@@ -25,7 +25,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lle.core import CarrierItem, Experience, Step, utcnow
 from lle.errors import (
-    DiskFullError,
     InvalidInputError,
     NewerSchemaError,
     NotAStoreError,
@@ -150,34 +149,28 @@ class PostgresStore(Store):
             raise NewerSchemaError(
                 f"{redact(self.url)} was written by a newer lle (schema {self.schema_version} > "
                 f"{self.latest_version}); this version only reads it: upgrade lle (`pip install -U lle`) to write")
-        from psycopg import errors as pg_errors
         from psycopg.pq import TransactionStatus
 
         raw = self.pg.raw
         # One thread writes at a time on this connection; another thread waits for its turn (psycopg
-        # would otherwise interleave its statements into the open transaction).
+        # would otherwise interleave its statements into the open transaction). Statements go through
+        # `self.pg`, so a lost server or a full disk is one StoreError line.
         with self._lock:
             nested = self._writer == threading.get_ident()
-            if nested:
-                raw.execute("SAVEPOINT lle_nested")
-            else:
-                raw.execute("BEGIN")
+            self.pg.execute("SAVEPOINT lle_nested" if nested else "BEGIN")
             self._writer = threading.get_ident()
             try:
                 if not nested:
-                    raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                    self.pg.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
                 yield
-                raw.execute("RELEASE SAVEPOINT lle_nested" if nested else "COMMIT")
-            except BaseException as err:
+                self.pg.execute("RELEASE SAVEPOINT lle_nested" if nested else "COMMIT")
+            except BaseException:
                 if raw.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
                     if nested:
                         raw.execute("ROLLBACK TO SAVEPOINT lle_nested")
                         raw.execute("RELEASE SAVEPOINT lle_nested")
                     else:
                         raw.execute("ROLLBACK")
-                if isinstance(err, pg_errors.DiskFull) and not nested:
-                    raise DiskFullError(f"the server's disk is full while writing {redact(self.url)} (nothing of "
-                                        "this write was kept); free space and run the same command again") from err
                 raise
             finally:
                 self._writer = self._writer if nested else None

@@ -191,3 +191,17 @@ def test_first_opens_racing_on_a_new_store_migrate_it_once(tmp_path, pg_server) 
 def _open_version(location: str) -> int:
     with Store(location) as db:
         return db.schema_version
+
+
+def test_a_lost_postgres_connection_is_one_store_error(pg_server, make_experience: MakeExperience) -> None:  # type: ignore[no-untyped-def]
+    from lle.errors import StoreError
+
+    url = pg_server.new_database()
+    with Store(url) as db, Store(url) as other:
+        pid = db.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        other.conn.execute("SELECT pg_terminate_backend(?)", (pid,))  # the server drops db's session
+        with pytest.raises(StoreError, match="run the same command again"):
+            db.append_experience(make_experience())
+        with pytest.raises(StoreError, match="PostgreSQL store failed"):
+            db.count("experiences")
+        assert other.count("experiences") == 0
