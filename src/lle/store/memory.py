@@ -94,11 +94,15 @@ def vectors(store: Store, model: str, ids: list[str]) -> dict[str, bytes]:
 def add_vectors(store: Store, model: str, dim: int, rows: Iterable[tuple[str, bytes]], *,
                 ignore: bool = False) -> None:
     """Store embeddings in one transaction; `ignore`: keep a vector already stored for an item."""
+    sql = (f"INSERT {'OR IGNORE ' if ignore else ''}INTO memory_vectors(item_id, model, dim, vector, created_at)"
+           " VALUES (?, ?, ?, ?, ?)")
     with store.transaction():
+        if store.dialect == "postgres":  # one pipelined round trip for the batch, not one per vector
+            at = utcnow().isoformat()
+            cast(pg_text.PgConnection, store.conn).executemany(sql, [(i, model, dim, v, at) for i, v in rows])
+            return
         for item_id, vector in rows:
-            store.conn.execute(
-                f"INSERT {'OR IGNORE ' if ignore else ''}INTO memory_vectors(item_id, model, dim, vector, created_at)"
-                " VALUES (?, ?, ?, ?, ?)", (item_id, model, dim, vector, utcnow().isoformat()))
+            store.conn.execute(sql, (item_id, model, dim, vector, utcnow().isoformat()))
 
 
 def utility_rows(store: Store, *, after: int) -> list[tuple[int, str, float]]:

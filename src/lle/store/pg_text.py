@@ -77,6 +77,8 @@ class PgConnection:
             raise _lost(err) from err
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
         try:
             with self.raw.cursor() as cursor:
                 cursor.executemany(translate(sql), [list(r) for r in rows])
