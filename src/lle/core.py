@@ -453,7 +453,7 @@ class Revocation(Record):
 # --- the flywheel ---------------------------------------------------------------------------------
 
 
-def _default_strategies() -> list[Literal["none", "raw", "lle"]]:
+def _default_strategies() -> list[Literal["none", "raw", "reflect", "lle"]]:
     return ["lle"]
 
 
@@ -486,8 +486,9 @@ class RunConfig(Record):
     """Which worlds small worlds are drawn from (`lle.flywheel.suite`)."""
     model: str = "smollm2-135m"
     """Policy: a catalog model, a .gguf path, `openai:NAME`, or `oracle` (the toy world's solver, for tests)."""
-    strategies: list[Literal["none", "raw", "lle"]] = Field(default_factory=lambda: _default_strategies())
-    """What is done with experience: nothing, every raw log, or governed routing."""
+    strategies: list[Literal["none", "raw", "reflect", "lle"]] = Field(default_factory=lambda: _default_strategies())
+    """What is done with experience: nothing, every raw log, self-written lessons with no gates, or governed
+    routing."""
     rounds: int = Field(default=2, ge=1)
     """Train-then-evaluate rounds after round 0."""
     train_per_round: int = Field(default=8, ge=1)
@@ -505,6 +506,15 @@ class RunConfig(Record):
     carrier), activated only through a replay on train small worlds."""
     scenario: Literal["poison"] | None = None
     """`poison`: inject instructions into train tool outputs and one-off preferences into train goals."""
+    group_size: int = Field(default=4, ge=1, le=16)
+    """Attempts per train small world (exploration by groups): the first greedy, the others sampled at
+    `group_temperature` with their own seeds. Evaluation stays greedy, one attempt."""
+    group_temperature: float = Field(default=0.8, ge=0.0, le=2.0)
+    """Sampling temperature of a group's exploring attempts."""
+    curriculum: bool = True
+    """Train each levelled family at the level where it sometimes succeeds (`lle.flywheel.curriculum`)."""
+    band: tuple[float, float] = (0.1, 0.7)
+    """The curriculum's learnable band of train success: above it a family moves up a level."""
     verification_budget: int | None = Field(default=None, ge=0)
     """Expensive verifier runs per train batch (`lle.evidence.budget`; skips are recorded as `unknown`
     evidence); None: no budget, every verifier runs. Evaluation and skill replays are never budgeted."""

@@ -20,7 +20,7 @@ from lle.store import Store, experiences
 def route_all(flywheel: Flywheel, db_path: str) -> None:
     with Store(db_path) as db:
         batch = [db.get_experience(i) for i in experiences.all_ids(db)]
-    flywheel.route("lle", Path(db_path), batch, "r1/train")
+    flywheel.route("lle", Path(db_path), [[exp] for exp in batch], "r1/train")  # groups of one attempt
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ def test_a_recipe_is_proposed_replayed_activated_used_and_revocable(tmp_path: Pa
     # Two steps are too few for the oracle on the toy world: every train episode runs out of steps
     # without an answer, which is what attribution proposes the submit discipline for.
     config = RunConfig(suite="toy", model="oracle", strategies=["lle"], rounds=2, train_per_round=2, eval_tasks=2,
-                       workers=1, max_steps=2)
+                       workers=1, max_steps=2, group_size=1)
     loop.Flywheel(config, tmp_path).run()
     db_path = loop.strategy_db(loop.run_folder(config.id, tmp_path), "lle")
     with Store(db_path) as db:

@@ -47,7 +47,7 @@ registry.register(PluginKeys.id, PluginKeys, replace=True)
 
 
 def test_the_built_in_suites_are_toml_files_inside_the_package() -> None:
-    assert builtin_names() == ["starter", "toy"]
+    assert builtin_names() == ["easy", "starter", "toy"]
     shipped = resources.files("lle.flywheel") / "suites" / "starter.toml"
     assert shipped.is_file() and Path(str(shipped)).parent == BUILTIN_DIR  # package data: the wheel carries it
     starter = load_suite("starter")
@@ -87,7 +87,7 @@ def test_a_bad_suite_file_is_one_line_naming_the_file_and_the_fix(tmp_path: Path
 
 
 def test_an_unknown_suite_name_or_a_missing_file_says_what_exists(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError, match=r"no suite 'nope'; choose one of starter, toy or pass a FILE.toml"):
+    with pytest.raises(InvalidInputError, match=r"no suite 'nope'; choose one of easy, starter, toy or pass a FILE.toml"):
         load_suite("nope")
     with pytest.raises(InvalidInputError, match=r"suite file .*missing.toml does not exist"):
         load_suite(str(tmp_path / "missing.toml"))
@@ -101,7 +101,8 @@ def test_a_suite_file_runs_and_resumes_from_its_snapshot(tmp_path: Path) -> None
     path = tmp_path / "manor.toml"
     path.write_text(TOY_SUITE)
     workspace = tmp_path / "ws"
-    first = lle(workspace, "run", "--suite", str(path), "--model", "oracle", "--compare", "--rounds", "1", "--json")
+    first = lle(workspace, "run", "--suite", str(path), "--model", "oracle", "--compare", "--rounds", "1", "--group", "1",
+                "--json")
     assert first.returncode == 0, first.stderr
     out = json.loads(first.stdout)
     run = workspace / "runs" / out["run"]
@@ -111,11 +112,11 @@ def test_a_suite_file_runs_and_resumes_from_its_snapshot(tmp_path: Path) -> None
     everything = {row["strategy"]: row for row in out["table"] if row["world"] == "all"}
     assert everything["none"]["round0"] == "3/3" and everything["lle"]["last"] == "3/3"
     assert [(v["strategy"], v["baseline"], v["n"]) for v in out["verdict"]] == [
-        ("raw", "none", 3), ("lle", "none", 3), ("lle", "raw", 3)]
+        ("raw", "none", 3), ("reflect", "none", 3), ("lle", "none", 3), ("lle", "raw", 3), ("lle", "reflect", 3)]
     assert all("too few held-out tasks" in v["sentence"] for v in out["verdict"])
-    summary = json.loads((workspace / "reports" / out["run"] / "summary.json").read_text())
+    summary = json.loads((workspace / "runs" / out["run"] / "report" / "summary.json").read_text())
     assert summary["verdict"] == out["verdict"] and summary["suite"]["entries"][0]["projects"] == ["manor"]
-    assert "Paired verdict" in (workspace / "reports" / out["run"] / "index.html").read_text()
+    assert "Paired verdict" in (workspace / "runs" / out["run"] / "report" / "index.html").read_text()
     # The file changes (even to something invalid): the run goes on with the suite it started with.
     path.write_text('max_steps = 1\n[[worlds]]\nid = "nowhere/nothing-v1"\n')
     resumed = lle(workspace, "run", "--resume", out["run"], "--json")
@@ -163,8 +164,8 @@ class SlowFactory:
 class SlowFlywheel(loop.Flywheel):
     delay = 0.0
 
-    def policy_factory(self, db_path):
-        return SlowFactory(super().policy_factory(db_path), self.delay)
+    def policy_factory(self, db_path, attempt=0):
+        return SlowFactory(super().policy_factory(db_path, attempt), self.delay)
 '''
 
 RUNNER = '''
@@ -184,7 +185,7 @@ def main():
     for name, delay, suite in [("fast", 0.0, "toy"), ("slow", 0.2, "toy"), ("capped", 0.2, sys.argv[1])]:
         workspace = Path(sys.argv[2]) / name
         config = RunConfig(suite=suite, model="oracle", strategies=["raw"], rounds=1, train_per_round=2,
-                           eval_tasks=3, workers=2, seed=4)
+                           eval_tasks=3, workers=2, seed=4, group_size=1)
         SlowFlywheel.delay = delay
         SlowFlywheel(config, workspace).run()
         episodes = {}

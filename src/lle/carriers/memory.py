@@ -34,6 +34,7 @@ import apsw
 import numpy as np
 from pydantic import JsonValue
 
+from lle.actions import copies_placeholder
 from lle.carriers.embeddings import DIM, Embedder, Vectors, shared_embedder
 from lle.context.compress import clip_end
 from lle.core import (
@@ -132,15 +133,21 @@ def memory_item_from(experience: Experience, *, level: ScopeLevel = ScopeLevel.p
     chosen: list[JsonValue] = [{
         "index": steps[i].index, "tool": steps[i].executed.tool,
         "args": clip_end(canonical_json(steps[i].executed.args), 300),
-        "thought": clip_end(steps[i].request.thought, 300),
+        # A thought that copies the prompt's slot is not the model's plan: kept out, not stored as one.
+        "thought": "" if copies_placeholder(steps[i].request.thought) else clip_end(steps[i].request.thought, 300),
         "result": clip_end(steps[i].effect.error or steps[i].effect.observation, 200), "credit": round(credit[i], 4),
     } for i in best]
     attribution = experience.attribution
+    route = " → ".join(dict.fromkeys(s.executed.tool for s in steps if s.executed.allowed))
     if experience.outcome is Outcome.passed:
-        route = " → ".join(dict.fromkeys(s.executed.tool for s in steps if s.executed.allowed))
         lesson = f"Succeeded ({experience.verification.value}) by {route or 'no action'}."
     elif attribution:
-        lesson = f"Failed at the {attribution.get('kind', 'unknown')} level: {attribution.get('reason', '')}."
+        # What was tried and what the anchor said: a lesson about this episode, not a template.
+        said = [f"The {e.anchor} anchor said: {clip_end(str(e.detail.get('reason')), 160)}."
+                for e in experience.evidence
+                if e.outcome is Outcome.failed and isinstance(e.detail, dict) and e.detail.get("reason")][:1]
+        lesson = " ".join([f"Failed at the {attribution.get('kind', 'unknown')} level after {route or 'no action'}: "
+                           f"{attribution.get('reason', '')}.", *said])
     else:
         lesson = f"Outcome {experience.outcome.value}; no attribution."
     # A verifier's own diagnosis (its detail's `lesson`) says more than the route: keep it, never tool output.

@@ -72,6 +72,6 @@ def plugins(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -
 
     table = Table("id", "kind", "distribution", "target", "status")
     for row in found:
-        status = "ok" if row.error is None else f"[red]failed[/red]: {row.error}"
+        status = "ok" if row.error is None else f"failed: {row.error}"
         table.add_row(row.id, row.kind, row.distribution, row.target, status)
     console.print(table)

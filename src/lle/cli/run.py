@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lle.cli.common import console, print_json, settings
-from lle.core import RunConfig, Step, Update
+from lle.core import Levers, RunConfig, Step, Update
 from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
 from lle.flywheel import suite as suites
@@ -59,6 +59,33 @@ def print_verdicts(rows: list[dict[str, object]]) -> None:
         console.print(str(row["sentence"]), highlight=False)
 
 
+LEVER_NAMES = ("stuck", "submit", "memory", "masks")
+
+
+def parse_levers(text: str) -> Levers:
+    """`off`, `all`, or a comma list of lever names: the harness levers a run starts from (docs/21)."""
+    names = {"all": set(LEVER_NAMES), "off": set()}.get(text.strip(), {n.strip() for n in text.split(",") if n.strip()})
+    unknown = sorted(names - set(LEVER_NAMES))
+    if unknown:
+        raise InvalidInputError(f"--levers {text!r}: no lever {unknown[0]!r}; use off, all, or some of "
+                                f"{', '.join(LEVER_NAMES)} separated by commas")
+    return Levers(stuck="mask" if "stuck" in names else "off", submit_discipline="submit" in names,
+                  working_memory="memory" in names, admissible_masks="masks" in names)
+
+
+def reach_server(spec: str) -> None:
+    """Ask an openai:NAME model's server for its models once; a failure is one line naming the server and the fix."""
+    from lle.errors import PolicyBackendError
+    from lle.policies.catalog import make_policy
+
+    policy = make_policy(spec)
+    try:
+        policy.client.models.list()  # type: ignore[attr-defined]
+    except Exception as err:  # the client's connection, auth and status errors alike
+        raise PolicyBackendError(f"cannot reach the server of {spec} at {policy.where}: "  # type: ignore[attr-defined]
+                                 f"{type(err).__name__}; start it, or fix --base-url / LLE_BASE_URL") from err
+
+
 def routing_summary(updates: list[Update]) -> str:
     """`memory admit 4 · rules reject 3 (rules) · …`: what a round's routing wrote, by carrier, op and gate."""
     counts = Counter(f"{u.carrier.value} {u.op.value}" + (f" ({u.gate.name})" if u.gate and not u.gate.passed else "")
@@ -67,12 +94,15 @@ def routing_summary(updates: list[Update]) -> str:
 
 
 def run(
-    suite: str = typer.Option("starter", "--suite", metavar="NAME|FILE.toml",
-                              help="starter (code, SQL, math, text games), toy, or a suite file (docs/90)."),
+    suite: str | None = typer.Option(None, "--suite", metavar="NAME|FILE.toml",
+                                     help="starter (code, SQL, math, text games; the default), easy (their easiest "
+                                     "levels; the default of --quick), toy, or a suite file (docs/90)."),
     model: str = typer.Option("smollm2-135m", "--model", help="Catalog name, PATH.gguf, openai:NAME, or oracle."),
     base_url: str | None = typer.Option(None, "--base-url", help="Server of an openai:NAME model (or LLE_BASE_URL)."),
+    timeout: float | None = typer.Option(None, "--timeout", envvar="LLE_TIMEOUT", min=1, max=3600,
+                                         help="Seconds an openai:NAME server may take per request (default 30)."),
     strategy: str = typer.Option("lle", "--strategy", help=f"One of {', '.join(STRATEGIES)}."),
-    compare: bool = typer.Option(False, "--compare", help="Run none, raw and lle side by side."),
+    compare: bool = typer.Option(False, "--compare", help="Run none, raw, reflect and lle side by side."),
     rounds: int = typer.Option(2, "--rounds", min=1, max=MAX_ROUNDS),
     train: int | None = typer.Option(None, "--train", min=1, max=MAX_TASKS, help="Train small worlds per round "
                                      "(default: the suite's)."),
@@ -81,7 +111,14 @@ def run(
     workers: int = typer.Option(2, "--workers", min=1, max=MAX_WORKERS),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, max=MAX_STEPS, help="Default: the suite's."),
     seed: int = typer.Option(0, "--seed"),
-    quick: bool = typer.Option(False, "--quick", help="A small run (1 round, 4 train, 4 eval, 4 steps an episode)."),
+    group: int | None = typer.Option(None, "--group", min=1, max=16, help="Attempts per train small world (the "
+                                     "first greedy, the others sampled); default 4, 2 with --quick."),
+    curriculum: bool = typer.Option(True, "--curriculum/--no-curriculum", help="Move each family's train level by "
+                                    "its train success (suites with levels)."),
+    levers: str = typer.Option("all", "--levers", metavar="off|all|LEVER,…", help="Harness levers every strategy "
+                               f"starts from: off, all, or some of {', '.join(LEVER_NAMES)}."),
+    quick: bool = typer.Option(False, "--quick", help="A small run on the easy suite (1 round, 8 train in groups of "
+                               "2, 24 held-out, 4 steps an episode): it says when it is too small to decide."),
     scenario: str | None = typer.Option(None, "--scenario", help="poison: inject instructions and preferences."),
     resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Continue a killed run."),
     as_json: bool = typer.Option(False, "--json", help="No progress display; print the summary as JSON."),
@@ -89,25 +126,33 @@ def run(
     """Run the flywheel: rounds of experience, each evaluated on held-out tasks; then the report."""
     if base_url:
         os.environ["LLE_BASE_URL"] = base_url  # read by the OpenAI policy in every worker
+    if timeout is not None:
+        os.environ["LLE_TIMEOUT"] = str(timeout)
     if resume:
         config = loop.load_config(resume, settings.workspace)
     else:
         if scenario not in (None, "poison"):
             raise InvalidInputError(f"--scenario {scenario!r} is unknown; the one scenario is poison")
-        chosen = ["none", "raw", "lle"] if compare else [check_strategy(strategy)]
+        chosen = list(STRATEGIES) if compare else [check_strategy(strategy)]
+        suite = suite or ("easy" if quick else "starter")
         chosen_suite = suites.load_suite(suite)  # a bad file is one line before any run folder exists
         if quick:
-            rounds, train, eval_tasks, max_steps = 1, 4, 4, max_steps or 4
+            rounds, train, max_steps, group = 1, train or 8, max_steps or 4, group or 2
         config = RunConfig(suite=suites.suite_ref(suite), model=model, strategies=chosen, rounds=rounds,
                            train_per_round=train or chosen_suite.train_per_round,
                            eval_tasks=eval_tasks or chosen_suite.eval_tasks, workers=workers, max_steps=max_steps,
-                           seed=seed, scenario=scenario)
+                           seed=seed, scenario=scenario, group_size=group or 4, curriculum=curriculum,
+                           levers=parse_levers(levers))
+    if config.model.startswith("openai:") and not resume:
+        reach_server(config.model)  # before any run folder exists: a wrong URL or key is one line, not a 0/N run
     if config.model != "oracle" and not config.model.startswith("openai:"):
         # Decode once in a child process: a llama.cpp build that does not fit this CPU is then one line
         # with the fix, before any run folder exists, instead of a crashed worker.
         doctor.check_model(Path(loop.model_path(config) or config.model), tokens=1)
     learning = [s for s in config.strategies if s != "none"]
-    total = config.eval_tasks + len(learning) * config.rounds * (config.train_per_round + config.eval_tasks)
+    # Replays of candidate skills and recipes come on top, as they are proposed: the total then grows.
+    total = config.eval_tasks + len(learning) * config.rounds * (config.train_per_round * config.group_size
+                                                                 + config.eval_tasks)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ok]}"),
                   TimeElapsedColumn(), console=console, disable=as_json) as progress:
         task = progress.add_task(f"run {config.id}", total=total, ok="")
@@ -120,7 +165,7 @@ def run(
                                     and isinstance(fb.content.get("info"), dict)
                                     and fb.content["info"].get("success") is True  # type: ignore[union-attr]
                                     for fb in step.feedback)
-                progress.update(task, advance=1, description=phase,
+                progress.update(task, advance=1, description=phase, total=max(total, solved["n"]),
                                 ok=f"world says solved {solved['ok']}/{solved['n']}")
 
         def on_routed(phase: str, updates: list[Update]) -> None:

@@ -42,7 +42,7 @@ def family_classes() -> dict[str, type[TaskFamily]]:
         try:
             factory = registry.spec(id_).load()
         except RegistryError as err:
-            err_console.print(f"[yellow]skipped[/yellow] {id_}: {err}", highlight=False, soft_wrap=True)
+            err_console.print(f"skipped {id_}: {err}", highlight=False, soft_wrap=True)
             continue
         if inspect.isclass(factory) and issubclass(factory, TaskFamily):
             found[id_] = factory

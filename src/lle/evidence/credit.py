@@ -82,3 +82,33 @@ def anchor_state_advantages(rollouts: Sequence[Experience], gamma: float = GAMMA
         for k in members:
             advantages[k] = round(returns[k] - mean, 6)
     return advantages
+
+
+def group_advantages(rollouts: Sequence[Experience], gamma: float = GAMMA) -> dict[str, list[float]]:
+    """Per rollout of one small world, per step: the group-relative advantage of exploration by groups.
+
+    The episode's outcome relative to its group (GRPO: value minus the group's mean, over its standard
+    deviation, 0 when every attempt ended alike) plus the step's anchor-state advantage (GiGPO: its return
+    minus the mean return of the steps taken from the same observation in any rollout)."""
+    values = [OUTCOME_VALUE[exp.outcome] for exp in rollouts]
+    mean = sum(values) / len(values) if values else 0.0
+    spread = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5 if values else 0.0
+    anchors = anchor_state_advantages(rollouts, gamma)
+    out = {}
+    for exp, value in zip(rollouts, values, strict=True):
+        episode = (value - mean) / spread if spread > 1e-9 else 0.0
+        out[exp.id] = [round(episode + anchors[(exp.id, s.index)], 6) for s in exp.steps]
+    return out
+
+
+def first_divergence(success: Experience, failure: Experience) -> int | None:
+    """The first step index where `failure`, from the observation `success` also saw, acted differently; None
+    when their shared prefix never reaches a different action (anchor states, as GiGPO groups them)."""
+    previous_s = previous_f = ""
+    for s, f in zip(success.steps, failure.steps, strict=False):
+        if observation_key(previous_s) != observation_key(previous_f):
+            return None  # the worlds already differ: no shared anchor state left
+        if (s.request.tool, s.request.args) != (f.request.tool, f.request.args):
+            return f.index
+        previous_s, previous_f = s.effect.observation, f.effect.observation
+    return None

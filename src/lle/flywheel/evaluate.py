@@ -68,7 +68,8 @@ class RunResults:
 
 
 def batch_round(batch: str) -> tuple[int, str]:
-    """(round, phase) of a batch label `RUN/STRATEGY/rN/PHASE[/…]` (phase: train, eval or skill)."""
+    """(round, phase) of a batch label `RUN/STRATEGY/rN/PHASE[/…]` (phase: train, eval, skill or recipe; a
+    group's exploring attempts are `rN/train/aK`)."""
     round_text, phase = batch.split("/")[2:4]
     return int(round_text.lstrip("r")), phase
 
@@ -77,8 +78,8 @@ def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
     cells: dict[tuple[int, str, str], Cell] = defaultdict(Cell)
     for batch, exp_id, world, outcome, n_steps in flywheel_store.batch_results(db, prefix):
         round_, phase = batch_round(batch)
-        if phase == "skill":
-            continue  # a skill's A/B replay: counted by its gate decision, not as a train episode
+        if phase in ("skill", "recipe"):
+            continue  # an A/B replay (skill or recipe): counted by its gate decision, not as a train episode
         cell = cells[(round_, phase, world)]
         if outcome != "pass" and time_capped(db, exp_id):
             cell.time_capped += 1  # the machine was slow, not the agent wrong: reported apart, never a failure

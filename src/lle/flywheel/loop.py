@@ -1,9 +1,11 @@
 """The flywheel: rounds of experience on real worlds, each followed by a held-out evaluation.
 
     round 0: evaluate on dev small worlds with nothing learned (shared by every strategy)
-    round r: draw train small worlds -> run them in parallel through the harness (each step
-             committed; assessed when it ends) -> route what was learned (per strategy) ->
-             evaluate on the same dev small worlds with every carrier frozen
+    round r: draw train small worlds at each family's curriculum level -> attempt each `group_size`
+             times (the first greedy, the others sampled), in parallel through the harness (each
+             step committed; assessed when it ends) -> route what was learned (per strategy) ->
+             move each family's level by its train success -> evaluate on the same dev small
+             worlds with every carrier frozen, greedily
 
 A run is its `RunConfig` (stored as `runs/RUN/config.json`) plus one store per strategy. Every
 episode belongs to a named batch (`RUN/STRATEGY/rN/train|eval`), so running the same config again
@@ -24,7 +26,7 @@ from lle.carriers.recipes import RecipeBook, levers_of
 from lle.core import Experience, Levers, RunConfig, SmallWorld, Split, Step, Update, utcnow
 from lle.errors import InvalidInputError
 from lle.evidence import VerificationBudget, assess_experience
-from lle.flywheel import poison, strategies, suite
+from lle.flywheel import curriculum, poison, strategies, suite
 from lle.runtime.harness import stop_of
 from lle.runtime.parallel import run_many
 from lle.store import Store
@@ -106,20 +108,26 @@ class Flywheel:
         self.cache = strategies.WorkerCache()  # one per process: each worker gets its own, empty
         self.eval_worlds = suite.draw(self.suite, Split.dev, config.eval_tasks, seed=config.seed, round_=0,
                                       max_steps=config.max_steps)
+        self.curriculum: list[curriculum.Choice] = []
+        self._writer: object | None = None
 
-    def policy_factory(self, db_path: Path) -> strategies.SpecPolicyFactory:
+    def policy_factory(self, db_path: Path, attempt: int = 0) -> strategies.SpecPolicyFactory:
+        """The policy of a batch: greedy, or for a group's exploring attempt `attempt` sampled with its own seeds."""
         threads = max(1, (os.cpu_count() or 2) // max(1, self.config.workers))
-        return strategies.SpecPolicyFactory(self.config.model, threads=threads, seed=self.config.seed,
-                                        db_path=str(db_path), cache=self.cache)
+        temperature = self.config.group_temperature if attempt else 0.0
+        return strategies.SpecPolicyFactory(self.config.model, threads=threads, seed=self.config.seed + 1000 * attempt,
+                                            db_path=str(db_path), cache=self.cache, temperature=temperature)
 
     def phase(self, strategy: str, db_path: Path, label: str, small_worlds: list[SmallWorld],
-              skills: strategies.SkillsOffer | None = None, levers: Levers | None = None) -> list[Experience]:
+              skills: strategies.SkillsOffer | None = None, levers: Levers | None = None,
+              attempt: int = 0) -> list[Experience]:
         """One batch of episodes into `db_path`, assessed as they finish; resumable by its label.
 
         `lle` episodes are offered the library's active skills and run under their family's active
         context recipe (both frozen during the batch), unless `skills` or `levers` say otherwise (A/B
         replays); other strategies run under the run's levers."""
-        poisoned = self.config.scenario == "poison" and label.endswith("/train")
+        train = label.split("/")[1] == "train"  # a round's train batch or one of its group's attempts
+        poisoned = self.config.scenario == "poison" and train
         options = {"wrapper": poison.WRAPPER_ID} if poisoned else {}
         worlds = [poison.with_preference(sw) for sw in small_worlds] if poisoned else small_worlds
 
@@ -131,7 +139,7 @@ class Flywheel:
         # strategy and both arms of a replay are judged by the same verifiers. Train experiences are routed,
         # possibly to the dataset: the purpose under which expensive checks may run.
         budget = None
-        if label.endswith("/train") and self.config.verification_budget is not None:
+        if train and self.config.verification_budget is not None:
             budget = VerificationBudget(units=self.config.verification_budget)
         from lle.carriers.verifier_cases import CaseVerifier
 
@@ -143,7 +151,7 @@ class Flywheel:
                 in_force = functools.cache(RecipeBook(db, base=self.config.levers).levers_for)  # one read per family
                 chosen = lambda sw: in_force(sw.family)  # noqa: E731
             return run_many(
-                worlds, self.policy_factory(db_path), store=db, workers=self.config.workers,
+                worlds, self.policy_factory(db_path, attempt), store=db, workers=self.config.workers,
                 context_builder_factory=strategies.StrategyBuilderFactory(strategy, str(db_path), self.model_path,
                                                                          self.cache),
                 skills_factory=skills,
@@ -153,29 +161,58 @@ class Flywheel:
                 levers=chosen,
             )
 
-    def route(self, strategy: str, db_path: Path, experiences: list[Experience], label: str) -> None:
+    def route(self, strategy: str, db_path: Path, groups: list[list[Experience]], label: str) -> None:
+        """What `strategy` keeps of a round's train groups (the attempts at each small world), each routed
+        and marked routed in one transaction: a kill anywhere routes it exactly once."""
         written: list[Update] = []
         with Store(db_path) as db:
             router = None
-            for exp in experiences:
+            for group in groups:
                 if strategy == "lle":
                     if router is None:
                         from lle.router.router import UpdateRouter
 
                         router = UpdateRouter(db, actor=f"flywheel:{self.config.id}")
-                    # Routed, credited (MemRL) and marked in one transaction: a kill anywhere routes it once.
-                    written += router.route_once(exp, self.config.id)
+                    # The best verified attempt routed (credited, MemRL), failures as contrasts, all marked.
+                    written += router.route_group_once(group, self.config.id)
                     continue
-                with db.transaction():  # the writes and the routed marker: all or none
-                    if flywheel_store.is_routed(db, exp.id):
-                        continue  # routed before a kill: a resumed run does not route it again
-                    if strategy == "raw":
-                        written += strategies.keep_raw(db, exp)
-                    flywheel_store.mark_routed(db, exp.id, self.config.id)
+                for exp in group:  # raw and reflect keep every attempt: the naive ways
+                    lesson = None
+                    if strategy == "reflect" and not flywheel_store.is_routed(db, exp.id):
+                        lesson = self.lesson(exp)  # written before the transaction: a model call holds no lock
+                    with db.transaction():  # the writes and the routed marker: all or none
+                        if flywheel_store.is_routed(db, exp.id):
+                            continue  # routed before a kill: a resumed run does not route it again
+                        if strategy == "raw":
+                            written += strategies.keep_raw(db, exp)
+                        elif lesson is not None:
+                            written += strategies.keep_lesson(db, exp, lesson)
+                        flywheel_store.mark_routed(db, exp.id, self.config.id)
         if self.on_routed is not None:
             self.on_routed(f"{strategy} {label}", written)
 
-    def validate_skills(self, db_path: Path, round_: int) -> None:
+    def lesson(self, exp: Experience) -> str:
+        """The `reflect` baseline's self-written lesson: the run's model writes it (greedy, so a resumed run
+        writes the same); a policy that cannot write (the oracle) gets a template."""
+        if self._writer is None:
+            if self.config.model == "oracle":
+                return strategies.template_lesson(exp)
+            from lle.policies.catalog import make_policy
+
+            self._writer = make_policy(self.config.model, temperature=0.0, seed=self.config.seed)
+        write = getattr(self._writer, "write", None)
+        if write is None:
+            return strategies.template_lesson(exp)
+        return str(write(strategies.lesson_prompt(exp), max_tokens=strategies.LESSON_TOKENS))
+
+    def train(self, strategy: str, db_path: Path, round_: int, worlds: list[SmallWorld]) -> list[list[Experience]]:
+        """A round's train small worlds, each attempted `group_size` times: attempt 0 greedy (`rN/train`), the
+        others sampled (`rN/train/aK`); one resumable batch per attempt. Returns the groups, in draw order."""
+        attempts = [self.phase(strategy, db_path, f"r{round_}/train" + (f"/a{k}" if k else ""), worlds, attempt=k)
+                    for k in range(self.config.group_size)]
+        return [list(group) for group in zip(*attempts, strict=True)]
+
+    def validate_skills(self, db_path: Path, round_: int, levels: suite.Levels | None = None) -> None:
         """A/B replay of the library's candidate skills on fresh train small worlds of their family.
 
         Each arm is a resumable batch (`rN/skill/NAME-vK/without|with`); the gate decides once per
@@ -189,7 +226,8 @@ class Flywheel:
             pairs_needed = library.config.skills_min_pairs
         for skill in candidates:
             worlds = suite.draw_for_skill(self.suite, skill.item.scope.family or "", pairs_needed,
-                                          seed=self.config.seed, round_=round_, max_steps=self.config.max_steps)
+                                          seed=self.config.seed, round_=round_, max_steps=self.config.max_steps,
+                                          levels=levels)
             if not worlds:
                 continue
             # Named by the skill's name, not its item id: a rerun of the same config mines other ids.
@@ -203,7 +241,8 @@ class Flywheel:
                 if not library.decided(skill.item_id, [e.id for e in [*without, *with_skill]]):
                     library.decide(skill.item_id, list(zip(without, with_skill, strict=True)))
 
-    def validate_recipes(self, db_path: Path, round_: int, train: list[Experience]) -> None:
+    def validate_recipes(self, db_path: Path, round_: int, train: list[Experience],
+                         levels: suite.Levels | None = None) -> None:
         """Failure attribution over the round's train episodes proposes context recipes; each candidate is
         A/B replayed on fresh train small worlds of its family (under the recipe in force, then under the
         candidate) and the replay gate decides once. Arms are resumable batches named by the candidate."""
@@ -217,7 +256,7 @@ class Flywheel:
         for item in candidates:
             family = item.scope.family or ""
             worlds = suite.draw_for_skill(self.suite, family, pairs_needed, seed=self.config.seed, round_=round_,
-                                          max_steps=self.config.max_steps)
+                                          max_steps=self.config.max_steps, levels=levels)
             if not worlds:
                 continue
             label = f"r{round_}/recipe/{family}-{item.id[-8:]}"
@@ -235,15 +274,21 @@ class Flywheel:
             if strategy == "none":
                 continue  # no experience at all: its held-out result is round 0's, every round
             db_path = strategy_db(self.folder, strategy)
+            levels = curriculum.start(self.suite)
+            moves: dict[str, str] = {}
             for round_ in range(1, self.config.rounds + 1):
-                train = suite.draw(self.suite, Split.train, self.config.train_per_round, seed=self.config.seed,
-                                   round_=round_, max_steps=self.config.max_steps)
-                label = f"r{round_}/train"
-                experiences = self.phase(strategy, db_path, label, train)
-                self.route(strategy, db_path, experiences, label)
+                worlds = suite.draw(self.suite, Split.train, self.config.train_per_round, seed=self.config.seed,
+                                    round_=round_, max_steps=self.config.max_steps, levels=levels)
+                groups = self.train(strategy, db_path, round_, worlds)
+                attempts = [e for group in groups for e in group]
+                self.curriculum += curriculum.choices(strategy, round_, levels, moves, attempts)
+                curriculum.record(self.folder, self.curriculum)
+                self.route(strategy, db_path, groups, f"r{round_}/train")
                 if strategy == "lle":
-                    self.validate_skills(db_path, round_)
-                    self.validate_recipes(db_path, round_, experiences)
+                    self.validate_skills(db_path, round_, levels)
+                    self.validate_recipes(db_path, round_, attempts, levels)
+                if self.config.curriculum:  # from the round's stored outcomes: a resumed run moves alike
+                    levels, moves = curriculum.step(self.suite, levels, attempts, self.config.band)
                 self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
         (self.folder / "finished_at").write_text(utcnow().isoformat())
 

@@ -1,4 +1,5 @@
-"""What a strategy does with experience: `none` keeps nothing, `raw` keeps every log, `lle` routes.
+"""What a strategy does with experience: `none` keeps nothing, `raw` keeps every log, `reflect` keeps the
+model's own lesson of each episode (a playbook with no gates, the Reflexion/ACE way), `lle` routes.
 
 Each strategy of a run has its own store (`runs/RUN/STRATEGY.db`), so what one learns can never
 leak into another's context. The context builder and the policy are built inside the episode
@@ -9,6 +10,8 @@ readers run beside the single writer). `lle` episodes read only what their small
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +22,10 @@ from lle.errors import InvalidInputError
 from lle.governance import gates
 from lle.store import Store
 
-STRATEGIES = ("none", "raw", "lle")
+STRATEGIES = ("none", "raw", "reflect", "lle")
 RAW_K = 2
+LESSON_TOKENS = 64
+"""What a `reflect` lesson may cost to write (one or two sentences)."""
 LLE_K = 3
 
 
@@ -86,6 +91,12 @@ class Retriever:
             return []
         db = self.cache.store(self.db_path)
         query = small_world.goal
+        if self.strategy == "reflect":
+            # The playbook (Reflexion/ACE): the latest self-written lessons, whatever they say. A lesson
+            # shares few words with the next goal, so it is shown by recency, not found by search.
+            from lle.governance.lineage import active_items
+
+            return active_items(db, "memory")[-LLE_K:]
         if self.strategy == "raw":
             # The naive way: the most similar whole logs, whatever they contain.
             ids = [ref for kind, ref, _ in db.search(query[:500], limit=RAW_K * 4) if kind == "memory"][:RAW_K]
@@ -154,6 +165,8 @@ class SpecPolicyFactory:
     threads: int = 1
     seed: int = 0
     db_path: str | None = None
+    temperature: float = 0.0
+    """Above 0 (a group's exploring attempt): sampled, with a seed of its own per small world."""
     """The strategy's store: the oracle calls the skills of it that an episode offers."""
     cache: WorkerCache = field(default_factory=WorkerCache, compare=False, repr=False)
 
@@ -176,7 +189,18 @@ class SpecPolicyFactory:
 
             os.environ.setdefault("LLE_THREADS", str(self.threads))
             self.cache.policies[self.spec] = make_policy(self.spec, temperature=0.0, seed=self.seed)
-        return self.cache.policies[self.spec]
+        policy = self.cache.policies[self.spec]
+        # One model per process serves every attempt: a worker runs one episode at a time, so the sampling
+        # settings are set per episode (a model loaded per temperature would cost its memory again).
+        if hasattr(policy, "temperature") and hasattr(policy, "seed"):
+            policy.temperature = self.temperature
+            policy.seed = self.seed if self.temperature == 0 else self.seed + stable_seed(small_world.id)
+        return policy
+
+
+def stable_seed(text: str) -> int:
+    """A seed from text, the same on every machine and Python (hash() is salted per process)."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") % 1_000_000
 
 
 # --- what is kept -----------------------------------------------------------------------------------
@@ -190,5 +214,34 @@ def keep_raw(store: Store, exp: Experience) -> list[Update]:
     store.append_item(item)
     update = Update(carrier=CarrierKind.memory, op=UpdateOp.admit, item_id=item.id, scope=scope,
                     experience_ids=[exp.id], actor="raw")
+    store.append_update(update)
+    return [update]
+
+
+def lesson_prompt(exp: Experience) -> str:
+    """What a `reflect` model is asked after an episode: the task, what it did, the verdict, one lesson."""
+    lines = [f"You just tried this task:\n{exp.small_world.goal[:400]}", "What you did:"]
+    for s in exp.steps[-8:]:
+        lines.append(f"- {s.request.tool} {json.dumps(s.request.args, ensure_ascii=False)[:120]} -> "
+                     f"{(s.effect.error or s.effect.observation)[:160]}")
+    lines.append(f"Result: {exp.outcome.value}.")
+    lines.append("Write one short lesson (one or two sentences) for the next time you meet a task like this.")
+    return "\n".join(lines)
+
+
+def template_lesson(exp: Experience) -> str:
+    """The lesson of a policy that cannot write (the oracle): what was done and how it ended."""
+    tools = " -> ".join(s.request.tool for s in exp.steps[-6:]) or "nothing"
+    return f"On a {exp.small_world.family} task I did {tools} and it {exp.outcome.value}."
+
+
+def keep_lesson(store: Store, exp: Experience, lesson: str) -> list[Update]:
+    """The `reflect` baseline: the model's own lesson, kept as written, no gate (its flaws are the point)."""
+    scope = Scope(level=ScopeLevel.global_)
+    item = CarrierItem(carrier=CarrierKind.memory, scope=scope, content={"lesson": lesson[:600]},
+                       experience_ids=[exp.id])
+    store.append_item(item)
+    update = Update(carrier=CarrierKind.memory, op=UpdateOp.admit, item_id=item.id, scope=scope,
+                    experience_ids=[exp.id], actor="reflect")
     store.append_update(update)
     return [update]

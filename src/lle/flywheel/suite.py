@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
@@ -27,12 +28,18 @@ from typing import Any
 
 from lle.core import Limits, RunConfig, SmallWorld, Split
 from lle.errors import InvalidInputError, LleError, RegistryError
-from lle.worlds.base import TaskFamily, open_family
+from lle.worlds.base import TaskFamily, cut, open_family
 
 BUILTIN_DIR = Path(__file__).parent / "suites"
 """The suites shipped in the package (`starter.toml`, `toy.toml`): the same format as a user's file."""
 UNBOUNDED_SPAN = 5_000
 """Train tasks drawn from a family whose train size is unbounded or unknown (`split_sizes()` gives None)."""
+LEVEL_SPAN = 1_000
+"""Tasks a level's train split is probed for (a level declares no size): one with more counts as unbounded
+and its train draws walk a shuffle of its first `LEVEL_SPAN` tasks."""
+HELD_OUT_SPAN = 200
+"""The same for a level's dev (and test) split: held-out sets take at most this many tasks of one level (finding
+more would mean generating ten times as many tasks, most of them train)."""
 FALLBACK_SPAN = 100
 """Such a family that has fewer tasks than `UNBOUNDED_SPAN` after all: the index is folded into its first 100."""
 SNAPSHOT = "suite.json"
@@ -47,8 +54,9 @@ class SuiteWorld:
 
     id: str
     projects: tuple[str, ...] = ()
-    levels: tuple[str, ...] = ()
-    """Difficulty levels to draw from (for the curriculum, later); empty: the family's default."""
+    levels: tuple[int, ...] = ()
+    """Difficulty levels the run may draw, easiest first (indices of the family's `levels`): the curriculum
+    walks them on train and the held-out set is stratified over them; empty: the family's unlevelled tasks."""
 
 
 @dataclass(frozen=True)
@@ -172,8 +180,20 @@ def _entry(origin: str, table: dict[str, Any]) -> SuiteWorld:
         raise InvalidInputError(f"suite {origin}: unknown world {world!r}; use a world id from `lle worlds list` "
                                 "(a plugin's world needs its package installed)")
     projects = _names(origin, world, table, "projects", cls.projects)
-    levels = _names(origin, world, table, "levels", cls.levels)
-    return SuiteWorld(world, projects, levels)
+    return SuiteWorld(world, projects, _levels(origin, world, table.get("levels", []), len(cls.levels)))
+
+
+def _levels(origin: str, world: str, value: Any, declared: int) -> tuple[int, ...]:
+    """Level indices, e.g. `levels = [0, 1]`; each must be one the world declares."""
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise InvalidInputError(f"suite {origin}: levels of {world} must be a list of level numbers, e.g. "
+                                "levels = [0, 1]; fix the file")
+    for level in value:
+        if not 0 <= level < declared:
+            have = f"0..{declared - 1}" if declared else "none"
+            raise InvalidInputError(f"suite {origin}: {world} has no level {level}; its levels: {have} "
+                                    f"(`lle worlds show {world}`)")
+    return tuple(sorted(set(value)))
 
 
 def _names(origin: str, world: str, table: dict[str, Any], key: str, known: tuple[str, ...]) -> tuple[str, ...]:
@@ -193,7 +213,8 @@ def for_run(config: RunConfig, folder: Path) -> Suite:
     if snapshot.exists():
         try:
             data = json.loads(snapshot.read_text(encoding="utf-8"))
-            entries = tuple(SuiteWorld(e["id"], tuple(e["projects"]), tuple(e["levels"])) for e in data["entries"])
+            entries = tuple(SuiteWorld(e["id"], tuple(e["projects"]), tuple(int(v) for v in e["levels"]))
+                            for e in data["entries"])
             return Suite(**{**data, "entries": entries})
         except (ValueError, KeyError, TypeError) as err:
             raise InvalidInputError(f"{snapshot} is not a suite snapshot ({err}); it was edited by hand or is "
@@ -212,12 +233,37 @@ def family(world_id: str) -> TaskFamily:
     return open_family(world_id)
 
 
-def train_size(world_id: str) -> int | None:
-    """The world's number of train tasks; None when unbounded or unknown."""
-    size = family(world_id).split_sizes().get(Split.train)
+def train_size(world_id: str, level: int | None = None) -> int | None:
+    """The world's number of train tasks (at `level`); None when unbounded or unknown."""
+    fam = family(world_id)
+    size = fam.split_sizes().get(Split.train) if level is None else level_size(world_id, level, Split.train)
     if size is not None and size < 1:
-        raise InvalidInputError(f"{world_id} has no train tasks; remove it from the suite")
+        raise InvalidInputError(f"{world_id} has no train tasks{'' if level is None else f' at level {level}'}; "
+                                "remove it from the suite")
     return size
+
+
+@cache
+def level_size(world_id: str, level: int, split: Split) -> int | None:
+    """Tasks of `split` at `level`, found by probing (a level is a generator and declares no size): None when
+    it has at least `UNBOUNDED_SPAN`, the draw's horizon."""
+    fam = family(world_id)
+    span = LEVEL_SPAN if split is Split.train else HELD_OUT_SPAN
+
+    def exists(seed: int) -> bool:
+        try:
+            cut(fam, split, seed, level=level)
+        except LleError:
+            return False
+        return True
+
+    if exists(span - 1):
+        return None
+    low, high = 0, span - 1  # seeds below `low` exist, `high` does not
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (mid + 1, high) if exists(mid) else (low, mid)
+    return low
 
 
 def strata(suite: Suite) -> list[SuiteWorld]:
@@ -235,9 +281,10 @@ def _shuffle(seed: int, salt: str, size: int) -> tuple[int, ...]:
     return tuple(sorted(range(size), key=lambda i: hashlib.sha256(f"{seed}/{salt}/{i}".encode()).digest()))
 
 
-def _train_index(world_id: str, seed: int, salt: str, position: int) -> int:
-    size = train_size(world_id)
-    order = _shuffle(seed, f"{salt}{world_id}", size or UNBOUNDED_SPAN)
+def _train_index(world_id: str, seed: int, salt: str, position: int, level: int | None = None) -> int:
+    size = train_size(world_id, level)
+    span = UNBOUNDED_SPAN if level is None else LEVEL_SPAN
+    order = _shuffle(seed, f"{salt}{world_id}" + ("" if level is None else f"/L{level}"), size or span)
     return order[position % len(order)]  # the same cycle each pass: any len(order) positions in a row are distinct
 
 
@@ -248,36 +295,82 @@ def _project_and_rank(projects: tuple[str, ...], position: int) -> tuple[str | N
     return projects[position % len(projects)], position // len(projects)
 
 
+Levels = Mapping[str, int]
+"""The curriculum's level per family for a train draw (families absent: their worlds' easiest suite level)."""
+
+
+def train_level(entry: SuiteWorld, levels: Levels | None) -> int | None:
+    """The level a train draw of `entry` takes: the curriculum's for its family, clamped to the suite's levels."""
+    if not entry.levels:
+        return None
+    wanted = (levels or {}).get(family(entry.id).family)
+    if wanted is None:
+        return entry.levels[0]
+    return min(entry.levels, key=lambda lv: (abs(lv - wanted), lv))
+
+
+def held_out_cells(suite: Suite, entry: SuiteWorld, split: Split) -> list[tuple[int | None, str | None, int]]:
+    """`entry`'s held-out tasks in drawing order, as (level, project, index): its levels and projects taken in
+    turn (stratified), a cell that runs out of tasks skipped, so small levels give what they have."""
+    projects: tuple[str | None, ...] = entry.projects or family(entry.id).projects or (None,)
+    cells = [(lv, pr) for lv in (entry.levels or (None,)) for pr in projects]
+    sizes = [family(entry.id).split_sizes().get(split) if lv is None
+             else level_size(entry.id, lv, split) or HELD_OUT_SPAN for lv, _ in cells]
+    out: list[tuple[int | None, str | None, int]] = []
+    for rank in range(UNBOUNDED_SPAN):
+        open_cells = [(c, size) for c, size in zip(cells, sizes, strict=True) if size is None or rank < size]
+        if not open_cells:
+            break
+        out += [(lv, pr, rank) for (lv, pr), _ in open_cells]
+        if len(out) >= MAX_HELD_OUT_PER_WORLD:
+            break
+    return out
+
+
+MAX_HELD_OUT_PER_WORLD = 2_000
+"""Held-out tasks listed per world at most (far above any eval size a run asks for)."""
+
+
+def _held_out(suite: Suite, order: list[SuiteWorld], split: Split,
+              n: int) -> list[tuple[SuiteWorld, tuple[int | None, str | None, int]]]:
+    """The first `n` held-out tasks: the worlds taken in turn, each stratified over its levels and projects; a
+    world out of tasks (a small level) is passed over, so the others fill its places."""
+    cells = {e.id: held_out_cells(suite, e, split) for e in order}
+    out: list[tuple[SuiteWorld, tuple[int | None, str | None, int]]] = []
+    for k in range(max(len(c) for c in cells.values())):
+        out += [(e, cells[e.id][k]) for e in order if k < len(cells[e.id])]
+        if len(out) >= n:
+            return out[:n]
+    raise InvalidInputError(f"the suite has {len(out)} {split.value} tasks at its levels, fewer than the run asks "
+                            f"for ({n}); lower --eval")
+
+
 def draw(suite: Suite, split: Split, n: int, *, seed: int, round_: int,
-         max_steps: int | None = None) -> list[SmallWorld]:
-    """`n` small worlds of `split`, the suite's worlds taken in turn (see the module docstring)."""
+         max_steps: int | None = None, levels: Levels | None = None) -> list[SmallWorld]:
+    """`n` small worlds of `split`, the suite's worlds taken in turn (see the module docstring); train draws
+    take each family's curriculum level from `levels`."""
     if split is Split.test:
         raise InvalidInputError("the test split is for release evaluation only; the flywheel draws train and dev")
     order = strata(suite)
+    held_out = [] if split is Split.train else _held_out(suite, order, split, n)
     out = []
     for i in range(n):
         if split is Split.train:
             # Draw t of the run, round by round from round 1 (round 0 has no training; a benchmark drawing
-            # train at round 0 gets round 1's); each world walks its own shuffled train split.
+            # train at round 0 gets round 1's); each world walks its own shuffled train split (per level).
             t = max(round_ - 1, 0) * n + i
             entry = order[t % len(order)]
             project, rank = _project_and_rank(entry.projects, t // len(order))
-            index = _train_index(entry.id, seed, "", rank)
+            level = train_level(entry, levels)
+            index = _train_index(entry.id, seed, "", rank, level)
         else:
-            # The same first dev tasks every round, spread over each world's projects.
-            entry = order[i % len(order)]
-            projects = entry.projects or family(entry.id).projects
-            project, index = _project_and_rank(projects, i // len(order))
-            dev_size = family(entry.id).split_sizes().get(split)
-            if dev_size is not None and index >= dev_size:
-                raise InvalidInputError(f"{entry.id} has {dev_size} {split.value} tasks, fewer than the run asks of "
-                                        "it; lower --eval")
-        out.append(_small_world(suite, entry.id, split, index, project, max_steps or suite.max_steps))
+            entry, (level, project, index) = held_out[i]
+        out.append(_small_world(suite, entry.id, split, index, project, max_steps or suite.max_steps, level))
     return out
 
 
 def draw_for_skill(suite: Suite, family_name: str, n: int, *, seed: int, round_: int,
-                   max_steps: int | None = None) -> list[SmallWorld]:
+                   max_steps: int | None = None, levels: Levels | None = None) -> list[SmallWorld]:
     """`n` train small worlds of the suite's worlds of `family_name`, for an A/B replay (skill or recipe),
     drawn apart from the round's train draw; empty when the suite has no world of that family."""
     worlds = [e for e in strata(suite) if family(e.id).family == family_name]
@@ -288,20 +381,21 @@ def draw_for_skill(suite: Suite, family_name: str, n: int, *, seed: int, round_:
         t = max(round_ - 1, 0) * n + i
         entry = worlds[t % len(worlds)]
         project, rank = _project_and_rank(entry.projects, t // len(worlds))
-        out.append(_small_world(suite, entry.id, Split.train, _train_index(entry.id, seed, "skills/", rank),
-                                project, max_steps or suite.max_steps))
+        level = train_level(entry, levels)
+        out.append(_small_world(suite, entry.id, Split.train, _train_index(entry.id, seed, "skills/", rank, level),
+                                project, max_steps or suite.max_steps, level))
     return out
 
 
 def _small_world(suite: Suite, world: str, split: Split, index: int, project: str | None,
-                 max_steps: int) -> SmallWorld:
+                 max_steps: int, level: int | None = None) -> SmallWorld:
     fam = family(world)
-    bounded = fam.split_sizes().get(split) is not None
+    bounded = (fam.split_sizes().get(split) if level is None else level_size(world, level, split)) is not None
     candidates = (index,) if bounded or split is not Split.train else (index, index % FALLBACK_SPAN)
     error: LleError | None = None
     for candidate in candidates:
         try:
-            sw = fam.small_world(split, candidate, project=project)
+            sw = cut(fam, split, candidate, project=project, level=level)
         except LleError as err:
             error = err
             continue

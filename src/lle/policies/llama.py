@@ -231,6 +231,19 @@ class LlamaPolicy:
             raise PolicyBackendError(f"{self.model_id} failed to decode: {err}; lower n_ctx or free memory") from err
         return result
 
+    def write(self, prompt: str, max_tokens: int = 96) -> str:
+        """Free text for `prompt`, greedy (the `reflect` baseline's self-written lesson): no grammar, no action."""
+        with self._lock:
+            if not self.reuse_prefix:
+                self.llm.reset()
+            try:
+                result = self.llm.create_chat_completion(messages=[{"role": "user", "content": prompt}],
+                                                         temperature=0.0, seed=self.seed, max_tokens=max_tokens,
+                                                         repeat_penalty=self.repeat_penalty)
+            except (ValueError, RuntimeError) as err:
+                raise PolicyBackendError(f"{self.model_id} could not write: {err}; shorten the prompt") from err
+        return str(result["choices"][0]["message"].get("content") or "").strip()
+
     def act(self, context: Context) -> tuple[ActionRequest, LLMCall]:
         schema = dict(context.action_schema)
         grammar = self.grammar_for(schema)

@@ -101,7 +101,7 @@ class OpenAIPolicy:
         temperature: float = 0.0,
         seed: int | None = 0,
         max_tokens: int = 384,
-        timeout: float = 30.0,
+        timeout: float | None = None,
         max_retries: int = 2,
         parse_retries: int = 2,
         mode: Mode | Literal["auto"] = "auto",
@@ -122,11 +122,12 @@ class OpenAIPolicy:
         self.temperature = temperature
         self.seed = seed
         self.max_tokens = max_tokens
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else float(os.environ.get("LLE_TIMEOUT", "30"))
         self.parse_retries = max(parse_retries, 0)
         self.logprobs = logprobs
         self._modes: list[Mode] = list(MODES) if mode == "auto" else [mode]
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=timeout, max_retries=max_retries)
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout,
+                                    max_retries=max_retries)
 
     @property
     def where(self) -> str:
@@ -143,6 +144,18 @@ class OpenAIPolicy:
             "base_url": self.where, "temperature": self.temperature, "seed": self.seed,
             "max_tokens": self.max_tokens, "mode": self.mode,
         })
+
+    def write(self, prompt: str, max_tokens: int = 96) -> str:
+        """Free text for `prompt` at temperature 0 (the `reflect` baseline's self-written lesson)."""
+        try:
+            kwargs: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
+                                      "temperature": 0.0, "max_tokens": max_tokens}
+            if self.seed is not None:
+                kwargs["seed"] = self.seed
+            response = self.client.chat.completions.create(**kwargs)
+            return str(response.choices[0].message.content or "").strip()
+        except (openai.OpenAIError, IndexError, AttributeError) as err:
+            raise PolicyBackendError(f"server {self.where} could not write: {err}; check the server") from err
 
     # -- one request ---------------------------------------------------------------------------
 

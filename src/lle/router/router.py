@@ -15,18 +15,25 @@ are proposed when a later, stronger anchor contradicts a pass (`VerifierCases.ob
 `lle verifier-cases scan`; its gate checks `writeback` too).
 
 `route_once` routes and marks the experience routed in one transaction (the flywheel uses it), so a
-kill at any point routes it exactly once.
+kill at any point routes it exactly once. `route_group_once` does the same for a group of attempts at
+one small world (exploration by groups): the best verified success (else the first, greedy, attempt) is
+routed like any experience, each failure of a group that also succeeded becomes a contrast memory
+(where, from the same observation, the failing attempt acted differently, with the group-relative
+advantages), and the rest are marked routed without teaching anything twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from pydantic import JsonValue
+
 from lle.carriers.dataset import Dataset
 from lle.carriers.memory import MemoryCarrier, memory_item_from
 from lle.carriers.rules import RuleBook, lessons_from
 from lle.carriers.skills import SkillLibrary
-from lle.core import CarrierKind, Experience, GateResult, Scope, ScopeLevel, Update, UpdateOp
+from lle.core import CarrierItem, CarrierKind, Experience, GateResult, Outcome, Scope, ScopeLevel, Update, UpdateOp
+from lle.evidence.credit import first_divergence, group_advantages
 from lle.governance import gates, hygiene
 from lle.governance.lineage import denylist
 from lle.store import Store
@@ -98,6 +105,67 @@ class UpdateRouter:
             self._forget()  # the rolled-back writes may sit in the carriers' caches
             raise
 
+    def route_group_once(self, group: list[Experience], run_id: str) -> list[Update]:
+        """Route a group of attempts at one small world, and mark every attempt routed, in one transaction."""
+        if len({exp.small_world.id for exp in group}) != 1:
+            raise ValueError("a group holds attempts at one small world")
+        try:
+            with self.store.transaction():
+                if all(flywheel_store.is_routed(self.store, exp.id) for exp in group):
+                    return []
+                best = best_attempt(group)
+                updates = self.route(best)
+                if gates.writeback_gate(best, CarrierKind.memory) is None:
+                    self.memory.credit_episode(best)
+                    if best.outcome is Outcome.passed:
+                        advantages = group_advantages(group)
+                        for failure in (e for e in group if e.outcome is Outcome.failed):
+                            updates += self._contrast(best, failure, advantages)
+                for exp in group:
+                    flywheel_store.mark_routed(self.store, exp.id, run_id)
+                return updates
+        except BaseException:
+            self._forget()
+            raise
+
+    def _contrast(self, success: Experience, failure: Experience, advantages: dict[str, list[float]]) -> list[Update]:
+        """A memory of where a failing attempt left the successful one's path, behind the memory gate."""
+        if denylist(self.store).blocks_experience(failure):
+            return []
+        at = first_divergence(success, failure)
+        if at is None:
+            return []
+        ok, bad = hygiene.scrub_experience(success), hygiene.scrub_experience(failure)
+        good_step = next(s for s in ok.steps if s.index == at)
+        bad_step = next(s for s in bad.steps if s.index == at)
+        lesson = (f"From the same state at step {at}, {good_step.request.tool} {good_step.request.args} led to "
+                  f"success; {bad_step.request.tool} {bad_step.request.args} led to failure "
+                  f"({(bad_step.effect.error or bad_step.effect.observation)[:160]}).")
+        base = memory_item_from(ok)
+
+        def advantage(exp: Experience) -> JsonValue:  # at the step where the attempts parted
+            where = [i for i, s in enumerate(exp.steps) if s.index == at]
+            values = advantages.get(exp.id, [])
+            return values[where[0]] if where and where[0] < len(values) else None
+
+        content: dict[str, JsonValue] = {
+            "kind": "contrast", "task": base.content.get("task", "") if isinstance(base.content, dict) else "",
+            "world": success.small_world.world, "outcome": "contrast", "lesson": lesson, "step": at,
+            "advantage": {"success": advantage(success), "failure": advantage(failure)},
+        }
+        item = CarrierItem(carrier=CarrierKind.memory, scope=base.scope, content=content,
+                           experience_ids=[success.id, failure.id], evidence_ids=list(base.evidence_ids))
+        hit = self.contamination.check(lesson, source=success.small_world)
+        gate = gates.memory_gate(success, contamination_hit=hit, secrets_left=len(hygiene.redact(lesson)[1]),
+                                 config=self.config)
+        if not gate.passed:
+            return [self._reject(CarrierKind.memory, failure, gate, item.scope)]
+        update = Update(carrier=CarrierKind.memory, op=UpdateOp.admit, item_id=item.id, scope=item.scope,
+                        experience_ids=[success.id, failure.id], evidence_ids=list(item.evidence_ids), gate=gate,
+                        actor=self.actor)
+        self.memory.admit(item, update)
+        return [update]
+
     def _forget(self) -> None:
         """Drop what the carriers cached from the ledger; they read it again when next asked."""
         self.memory = MemoryCarrier(self.store, embedder=self.memory.embedder)
@@ -123,3 +191,9 @@ class UpdateRouter:
         untrusted = any(hygiene.carries_untrusted_instruction(t) for t in lessons)
         hits = [hit for t in lessons if (hit := self.contamination.check(t, source=exp.small_world))]
         return self.rules.observe(exp, untrusted_text=untrusted, contamination_hit=hits[0] if hits else None)
+
+
+def best_attempt(group: list[Experience]) -> Experience:
+    """The attempt a group teaches from: its shortest verified success, else its first (greedy) attempt."""
+    passed = [e for e in group if e.outcome is Outcome.passed]
+    return min(passed, key=lambda e: len(e.steps)) if passed else group[0]

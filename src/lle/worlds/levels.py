@@ -22,6 +22,9 @@ __all__ = ["LevelPool", "level_pool", "levelled_id"]
 
 MAX_CANDIDATES = 200_000
 """World seeds tried at most per level (a finite generator stops earlier: `size`)."""
+STALE_LIMIT = 20_000
+"""A level whose last this-many world seeds made no new task is exhausted: its generator has a small task
+space (one-digit sums, a 1-room layout) that is then found in full, and counting it need not try every seed."""
 
 
 def levelled_id(prefix: str, split: Split, seed: int, level: int | None) -> str:
@@ -42,6 +45,7 @@ class LevelPool:
     size: int = MAX_CANDIDATES
     """World seeds 0..size-1 exist (a finite generator: its number of tasks)."""
     _next: int = 0
+    _last_new: int = 0
     _seen: set[str] = field(default_factory=set)
     _by_split: dict[Split, list[int]] = field(default_factory=lambda: {s: [] for s in Split})
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -52,7 +56,7 @@ class LevelPool:
             raise WorldError(f"{self.name}: seed {seed} is negative; use 0, 1, 2, …")
         with self._lock:
             found = self._by_split[split]
-            while len(found) <= seed and self._next < self.size:
+            while len(found) <= seed and not self._exhausted():
                 self._file(self._next)
             if len(found) <= seed:
                 raise WorldError(f"{self.name}: the {split.value} split has {len(found)} tasks; "
@@ -62,14 +66,18 @@ class LevelPool:
     def count(self, split: Split) -> int:
         """How many tasks `split` has (walks the whole generator: for finite pools)."""
         with self._lock:
-            while self._next < self.size:
+            while not self._exhausted():
                 self._file(self._next)
             return len(self._by_split[split])
+
+    def _exhausted(self) -> bool:
+        return self._next >= self.size or self._next - self._last_new >= STALE_LIMIT
 
     def _file(self, world_seed: int) -> None:
         key = self.key(world_seed)
         if key not in self._seen:
             self._seen.add(key)
+            self._last_new = world_seed
             self._by_split[split_of(f"{self.salt}:{key}")].append(world_seed)
         self._next += 1
 
