@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from lle.core import ActionRequest, Experience, Limits, Outcome, RunConfig, Smal
 from lle.evidence import assess_experience
 from lle.evidence.credit import first_divergence, group_advantages
 from lle.flywheel import curriculum, loop
+from lle.flywheel.evaluate import coverage
 from lle.flywheel.suite import Suite, SuiteWorld, draw, level_size, parse_suite
 from lle.governance.lineage import active_items, revoke
 from lle.policies.scripted import ScriptedPolicy
@@ -29,7 +32,8 @@ LADDER = Suite("ladder", (SuiteWorld("toy/keys-v1", (), (0, 1, 2)),), max_steps=
 
 
 def test_a_suite_file_names_levels_by_number_and_refuses_unknown_ones() -> None:
-    suite = parse_suite('max_steps = 4\n[[worlds]]\nid = "toy/keys-v1"\nlevels = [1, 0]\n', origin="t", default_name="t")
+    text = 'max_steps = 4\n[[worlds]]\nid = "toy/keys-v1"\nlevels = [1, 0]\n'
+    suite = parse_suite(text, origin="t", default_name="t")
     assert suite.entries[0].levels == (0, 1)
     with pytest.raises(Exception, match=r"toy/keys-v1 has no level 9; its levels: 0\.\.3"):
         parse_suite('max_steps = 4\n[[worlds]]\nid = "toy/keys-v1"\nlevels = [9]\n', origin="t", default_name="t")
@@ -101,6 +105,14 @@ def test_a_run_walks_the_ladder_records_each_round_and_resumes_the_same(tmp_path
     loop.Flywheel(config, tmp_path / "ws").run()  # a resumed (here: finished) run derives the same choices
     assert (folder / curriculum.FILE).read_text() == before
     assert all(json.loads(line)["strategy"] == "lle" for line in before.splitlines())
+    # Coverage: train reached levels 0, 1 and 2 (one round each), the held-out set spans them too.
+    cells = coverage(folder, config)["cells"]
+    assert {c["level"] for c in cells if c["train"]} == {"0", "1", "2"}
+    assert {c["level"] for c in cells if c["held_out"]} == {"0", "1", "2"}
+    shown = subprocess.run([sys.executable, "-m", "lle.cli.main", "--workspace", str(tmp_path / "ws"), "worlds",
+                            "coverage", config.id[:10], "--json"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["cells"] == json.loads(json.dumps(cells))
 
 
 # --- exploration by groups -----------------------------------------------------------------------------------
@@ -115,7 +127,8 @@ def _group(db: Store) -> tuple[Experience, Experience, Experience]:
     """Three attempts at one small world: one that only looks around (fails), two that solve it alike."""
     sw = KeysFamily().small_world(Split.train, 3, level=1)
     good = oracle_actions(sw)
-    return _episode(sw, [good[0]] + [ActionRequest(tool="look")] * 2, db), _episode(sw, good, db), _episode(sw, good, db)
+    lost = [good[0], *[ActionRequest(tool="look")] * 2]
+    return _episode(sw, lost, db), _episode(sw, good, db), _episode(sw, good, db)
 
 
 def test_group_advantages_favour_the_success_where_the_attempts_part(tmp_path: Path) -> None:
@@ -173,6 +186,7 @@ def test_reflect_keeps_a_lesson_per_episode_without_gates_and_shows_it_later(tmp
         lessons = db.carrier_items("memory")
         assert len(lessons) == 2 and all("lesson" in i.content for i in lessons if isinstance(i.content, dict))
         assert {u.actor for u in db.list_updates()} == {"reflect"} and all(u.gate is None for u in db.list_updates())
-        evals = [db.get_experience(e) for _, e, *_ in flywheel_store.batch_results(db, f"{config.id}/reflect/r1/eval")]
+        batch = f"{config.id}/reflect/r1/eval"
+        evals = [db.get_experience(e) for _, e, *_ in flywheel_store.batch_results(db, batch)]
     shown = {ref for exp in evals for step in exp.steps for ref in step.context_refs}
     assert shown & {i.id for i in lessons}, "held-out episodes read the playbook"

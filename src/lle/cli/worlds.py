@@ -17,7 +17,7 @@ import typer
 from pydantic import JsonValue
 
 from lle import registry
-from lle.cli.common import console, err_console, print_json
+from lle.cli.common import console, err_console, print_json, settings
 from lle.core import ActionRequest, SmallWorld, Split, ToolSpec
 from lle.errors import InvalidInputError, LleError, RegistryError
 from lle.worlds.base import TaskFamily, open_family
@@ -134,6 +134,30 @@ def show(world_id: str = typer.Argument(..., help="A world id from `lle worlds l
     out.append(f"sample {sample['id']} (seed {sample['seed']}): {sample['goal']}")
     # Plain print: rich would turn ids like `…:train:0` into emoji.
     print("\n".join(out))
+
+
+@app.command("coverage")
+def coverage_cmd(run_ref: str = typer.Argument("latest", metavar="RUN", help="A run id, a prefix, or latest."),
+                 as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Which (world, project, level) cells a run's train draws and held-out set covered; flags held-out cells
+    that no train draw reached."""
+    from rich.table import Table
+
+    from lle.flywheel import loop
+    from lle.flywheel.evaluate import coverage
+    from lle.viewer.lookup import resolve_run
+
+    run_id = resolve_run(run_ref, settings.workspace)
+    out = coverage(loop.run_folder(run_id, settings.workspace), loop.load_config(run_id, settings.workspace))
+    if as_json:
+        print_json(out)
+        return
+    table = Table("world", "project", "level", "train draws", "held-out", "")
+    for cell in out["cells"]:
+        table.add_row(cell["world"], cell["project"], cell["level"], str(cell["train"]), str(cell["held_out"]),
+                      "no train draw reached it" if cell["unreached"] else "")
+    console.print(table)
+    print(f"{out['unreached']} held-out cell(s) that no train draw reached")
 
 
 # --- playing by hand -----------------------------------------------------------------------------------------

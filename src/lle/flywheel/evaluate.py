@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lle.core import CarrierKind, Revocation, RunConfig, UpdateOp
 from lle.flywheel.loop import strategy_db
@@ -208,3 +209,34 @@ def paired_verdicts(folder: Path, config: RunConfig) -> list[Verdict]:
         pairs = [(bool(mine[t]), bool(theirs[t])) for t in shared if mine[t] is not None and theirs[t] is not None]
         out.append(paired_verdict(strategy, baseline, pairs, time_capped=len(shared) - len(pairs)))
     return out
+
+
+Cell3 = tuple[str, str, str]
+"""(world, project, level) of a small world, as the coverage table shows it (`-` when it has none)."""
+
+
+def coverage(folder: Path, config: RunConfig) -> dict[str, Any]:
+    """Which (world, project, level) cells the run's train draws (every strategy, every attempt and replay)
+    and its held-out set covered; held-out cells that no train draw reached are flagged (nothing learned on
+    train can have been about them)."""
+    from lle.store.episodes import batch_episodes
+
+    train: Counter[Cell3] = Counter()
+    held_out: Counter[Cell3] = Counter()
+    for db_name in ["baseline", *[s for s in config.strategies if s != "none"]]:
+        path = strategy_db(folder, db_name)
+        if not path.exists():
+            continue
+        with Store(path) as db:
+            for batch in sorted(set(flywheel_store.batches(db, config.id + "/").values())):
+                phase = batch_round(batch)[1]
+                if phase == "eval" and db_name != "baseline":
+                    continue  # every strategy evaluates the same small worlds: count them once
+                into = held_out if phase == "eval" else train
+                for record in batch_episodes(db, batch).values():
+                    sw = record.small_world
+                    into[(sw.world, sw.project or "-", "-" if sw.level is None else str(sw.level))] += 1
+    cells = sorted(set(train) | set(held_out))
+    rows = [{"world": c[0], "project": c[1], "level": c[2], "train": train[c], "held_out": held_out[c],
+             "unreached": held_out[c] > 0 and not train[c]} for c in cells]
+    return {"run": config.id, "cells": rows, "unreached": sum(1 for r in rows if r["unreached"])}

@@ -313,7 +313,8 @@ def held_out_cells(suite: Suite, entry: SuiteWorld, split: Split) -> list[tuple[
     """`entry`'s held-out tasks in drawing order, as (level, project, index): its levels and projects taken in
     turn (stratified), a cell that runs out of tasks skipped, so small levels give what they have."""
     projects: tuple[str | None, ...] = entry.projects or family(entry.id).projects or (None,)
-    cells = [(lv, pr) for lv in (entry.levels or (None,)) for pr in projects]
+    # Levels vary fastest: a small held-out set still spans the levels (where the learning shows).
+    cells = [(lv, pr) for pr in projects for lv in (entry.levels or (None,))]
     sizes = [family(entry.id).split_sizes().get(split) if lv is None
              else level_size(entry.id, lv, split) or HELD_OUT_SPAN for lv, _ in cells]
     out: list[tuple[int | None, str | None, int]] = []
