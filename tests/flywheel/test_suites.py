@@ -87,7 +87,7 @@ def test_a_bad_suite_file_is_one_line_naming_the_file_and_the_fix(tmp_path: Path
 
 
 def test_an_unknown_suite_name_or_a_missing_file_says_what_exists(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError, match=r"no suite 'nope'; choose one of easy, starter, toy or pass a FILE.toml"):
+    with pytest.raises(InvalidInputError, match=r"no suite 'nope'; choose one of easy, starter, toy or pass a FILE"):
         load_suite("nope")
     with pytest.raises(InvalidInputError, match=r"suite file .*missing.toml does not exist"):
         load_suite(str(tmp_path / "missing.toml"))
@@ -101,8 +101,8 @@ def test_a_suite_file_runs_and_resumes_from_its_snapshot(tmp_path: Path) -> None
     path = tmp_path / "manor.toml"
     path.write_text(TOY_SUITE)
     workspace = tmp_path / "ws"
-    first = lle(workspace, "run", "--suite", str(path), "--model", "oracle", "--compare", "--rounds", "1", "--group", "1",
-                "--json")
+    first = lle(workspace, "run", "--suite", str(path), "--model", "oracle", "--compare", "--rounds", "1",
+                "--group", "1", "--json")
     assert first.returncode == 0, first.stderr
     out = json.loads(first.stdout)
     run = workspace / "runs" / out["run"]
