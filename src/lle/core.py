@@ -497,6 +497,10 @@ class RunConfig(Record):
     """Dev small worlds evaluated every round (the same ones each time)."""
     workers: int = Field(default=2, ge=1)
     """Episode worker processes."""
+    executor: Literal["process", "ray"] = "process"
+    """Where episodes run: the local process pool, or Ray tasks (`lle.runtime.ray_executor`, extra `lle[ray]`)."""
+    ray_address: str | None = None
+    """An existing Ray cluster (`auto`, `ray://head:10001`) for `executor="ray"`; None: a local one."""
     max_steps: int | None = Field(default=None, ge=1)
     """Step limit per episode (None: the suite's)."""
     seed: int = 0

@@ -9,6 +9,8 @@ from lle.errors import WorkspaceError
 from lle.store import Store
 
 ENV_VAR = "LLE_WORKSPACE"
+STORE_URL_VAR = "LLE_STORE_URL"
+"""A postgresql:// URL: the workspace's store lives on that server instead of in `.lle/lle.db`."""
 DEFAULT = ".lle"
 DB_NAME = "lle.db"
 
@@ -27,7 +29,10 @@ def db_path(workspace: str | Path | None = None) -> Path:
 
 
 def open_store(workspace: str | Path | None = None) -> Store:
-    """Open (creating on first use) the workspace's store."""
+    """Open (creating on first use) the workspace's store: `$LLE_STORE_URL` when set, else `.lle/lle.db`."""
+    url = os.environ.get(STORE_URL_VAR)
+    if url:
+        return Store(url)
     folder = resolve(workspace)
     try:
         folder.mkdir(parents=True, exist_ok=True)

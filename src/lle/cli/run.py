@@ -109,6 +109,8 @@ def run(
     eval_tasks: int | None = typer.Option(None, "--eval", min=1, max=MAX_TASKS, help="Dev small worlds evaluated "
                                           "each round (default: the suite's)."),
     workers: int = typer.Option(2, "--workers", min=1, max=MAX_WORKERS),
+    executor: str = typer.Option("process", "--executor", help="process (a local pool) or ray (Ray tasks)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="An existing Ray cluster (default: local)."),
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, max=MAX_STEPS, help="Default: the suite's."),
     seed: int = typer.Option(0, "--seed"),
     group: int | None = typer.Option(None, "--group", min=1, max=16, help="Attempts per train small world (the "
@@ -131,6 +133,8 @@ def run(
     if resume:
         config = loop.load_config(resume, settings.workspace)
     else:
+        if executor not in ("process", "ray"):
+            raise InvalidInputError(f"--executor {executor!r} is unknown; use process or ray")
         if scenario not in (None, "poison"):
             raise InvalidInputError(f"--scenario {scenario!r} is unknown; the one scenario is poison")
         chosen = list(STRATEGIES) if compare else [check_strategy(strategy)]
@@ -142,7 +146,7 @@ def run(
                            train_per_round=train or chosen_suite.train_per_round,
                            eval_tasks=eval_tasks or chosen_suite.eval_tasks, workers=workers, max_steps=max_steps,
                            seed=seed, scenario=scenario, group_size=group or 4, curriculum=curriculum,
-                           levers=parse_levers(levers))
+                           levers=parse_levers(levers), executor=executor, ray_address=ray_address)
     if config.model.startswith("openai:") and not resume:
         reach_server(config.model)  # before any run folder exists: a wrong URL or key is one line, not a 0/N run
     if config.model != "oracle" and not config.model.startswith("openai:"):

@@ -28,7 +28,7 @@ from lle.errors import InvalidInputError
 from lle.evidence import VerificationBudget, assess_experience
 from lle.flywheel import curriculum, poison, strategies, suite
 from lle.runtime.harness import stop_of
-from lle.runtime.parallel import run_many
+from lle.runtime.parallel import Backend, run_many
 from lle.store import Store
 from lle.store import flywheel as flywheel_store
 from lle.workspace import resolve
@@ -156,10 +156,19 @@ class Flywheel:
                                                                          self.cache),
                 skills_factory=skills,
                 world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
+                backend=self.backend(),
                 assess=functools.partial(assess_experience, extra=[CaseVerifier(db)],  # this store's cases
                                          budget=budget, purpose="dataset" if budget else "record"),
                 levers=chosen,
             )
+
+    def backend(self) -> Backend | str:
+        """Where the run's episodes run: the process pool, or Ray tasks (a local cluster or `ray_address`)."""
+        if self.config.executor != "ray":
+            return "local"
+        from lle.runtime.ray_executor import RayBackend
+
+        return RayBackend(self.config.workers, address=self.config.ray_address)
 
     def route(self, strategy: str, db_path: Path, groups: list[list[Experience]], label: str) -> None:
         """What `strategy` keeps of a round's train groups (the attempts at each small world), each routed
