@@ -519,6 +519,12 @@ class RunConfig(Record):
     """Train each levelled family at the level where it sometimes succeeds (`lle.flywheel.curriculum`)."""
     band: tuple[float, float] = (0.1, 0.7)
     """The curriculum's learnable band of train success: above it a family moves up a level."""
+    monitor: bool = True
+    """Watch each activation's held-out effect in later rounds and roll back a regression (`lle.flywheel.monitor`)."""
+    monitor_min_pairs: int = Field(default=4, ge=1)
+    """The monitor's rule: held-out tasks of the family needed before a regression can be called."""
+    monitor_max_drop: float = Field(default=0.0, ge=0.0, le=100.0)
+    """The monitor's rule: a regression's 95 % interval lies wholly below minus this many points."""
     verification_budget: int | None = Field(default=None, ge=0)
     """Expensive verifier runs per train batch (`lle.evidence.budget`; skips are recorded as `unknown`
     evidence); None: no budget, every verifier runs. Evaluation and skill replays are never budgeted."""

@@ -47,6 +47,7 @@ app.command("plugins")(plugins.plugins)
 app.command("run")(run_cmd.run)
 app.command("serve")(serve_cmd.serve)
 app.command("report")(runs_cmd.report_cmd)
+app.command("monitor")(runs_cmd.monitor_cmd)
 app.add_typer(runs_cmd.runs_app, name="runs")
 app.command("view")(runs_cmd.view)
 

@@ -157,3 +157,45 @@ def view(
     from lle.viewer.app import serve
 
     serve(settings.workspace, host=host, port=port)
+
+
+def monitor_cmd(run_ref: str = RunArgument, as_json: bool = typer.Option(False, "--json"),
+                wide: WideOption = False) -> None:
+    """Each activation's held-out effect (its family, now against the round before it) and the monitor's
+    alerts: what was rolled back, when and why."""
+    from lle.core import Split
+    from lle.flywheel import monitor
+    from lle.flywheel import suite as suites
+    from lle.flywheel.evaluate import batch_round
+    from lle.store import flywheel as flywheel_store
+
+    run_id = lookup.resolve_run(run_ref, settings.workspace)
+    folder = loop.run_folder(run_id, settings.workspace)
+    config = loop.load_config(run_id, settings.workspace)
+    rows: list[dict[str, object]] = []
+    if "lle" in config.strategies and loop.strategy_db(folder, "lle").exists():
+        eval_worlds = suites.draw(suites.for_run(config, folder), Split.dev, config.eval_tasks, seed=config.seed,
+                                  round_=0, max_steps=config.max_steps)
+        with Store(loop.strategy_db(folder, "lle")) as db:
+            evaluated = {batch_round(b)[0] for b in flywheel_store.batches(db, f"{run_id}/lle/").values()
+                         if batch_round(b)[1] == "eval"}
+        last = max(evaluated, default=0)  # the latest round evaluated (a run may be unfinished)
+        for effect in monitor.effects(folder, config, eval_worlds, last) if last else []:
+            act, v = effect.activation, effect.verdict
+            rows.append({"item": act.item_id, "carrier": act.carrier, "family": act.family, "round": act.round,
+                         "checked_round": effect.round, "pairs": v.n, "difference_points": round(v.difference, 1),
+                         "ci95_points": [round(v.ci95[0], 1), round(v.ci95[1], 1)],
+                         "effect": f"{v.difference:+.1f} points at round {effect.round} ({v.ci95[0]:+.1f}.."
+                                   f"{v.ci95[1]:+.1f}, {v.n} tasks)"})
+    alerts = monitor.load(folder)
+    if as_json:
+        print_json({"run": run_id, "activations": rows, "alerts": alerts})
+        return
+    out = table("item", "carrier", "family", "activated", "held-out effect", ids=("item",), wide=wide)
+    for r in rows:
+        out.add_row(str(r["item"]), str(r["carrier"]), str(r["family"]), f"round {r['round']}", str(r["effect"]))
+    print_table(out, wide)
+    console.print(line(f"{len(alerts)} alert(s)" + (":" if alerts else "")))
+    for alert in alerts:
+        console.print(line(f"  round {alert['checked_round']}: {alert['action']} {alert['item_id']} "
+                           f"({alert['carrier']}, {alert['family']}): {alert['verdict']['sentence']}"))  # type: ignore[index]

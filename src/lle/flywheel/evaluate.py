@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lle.core import CarrierKind, Revocation, RunConfig, UpdateOp
-from lle.flywheel.loop import strategy_db
+from lle.flywheel.paths import strategy_db
 from lle.flywheel.verdict import Verdict, paired_verdict, wilson
 from lle.governance.lineage import active_items
 from lle.store import Store

@@ -27,6 +27,7 @@ from lle.core import Experience, Levers, RunConfig, SmallWorld, Split, Step, Upd
 from lle.errors import InvalidInputError
 from lle.evidence import VerificationBudget, assess_experience
 from lle.flywheel import curriculum, poison, strategies, suite
+from lle.flywheel.paths import strategy_db as strategy_db  # re-exported: callers know it as loop.strategy_db
 from lle.runtime.harness import stop_of
 from lle.runtime.parallel import Backend, run_many
 from lle.store import Store
@@ -77,10 +78,6 @@ def load_config(run_id: str, workspace: str | Path | None = None) -> RunConfig:
                                     f"backup, or move it aside (`mv {db} {db}.damaged`) to run that strategy "
                                     "again from the start")
     return config
-
-
-def strategy_db(folder: Path, strategy: str) -> Path:
-    return folder / f"{strategy}.db"
 
 
 def model_path(config: RunConfig) -> str | None:
@@ -299,6 +296,10 @@ class Flywheel:
                 if self.config.curriculum:  # from the round's stored outcomes: a resumed run moves alike
                     levels, moves = curriculum.step(self.suite, levels, attempts, self.config.band)
                 self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
+                if strategy == "lle" and self.config.monitor:
+                    from lle.flywheel import monitor  # revokes what regressed since its activation (once)
+
+                    monitor.check(self.folder, self.config, self.eval_worlds, round_)
         (self.folder / "finished_at").write_text(utcnow().isoformat())
 
 
