@@ -190,3 +190,36 @@ def test_reflect_keeps_a_lesson_per_episode_without_gates_and_shows_it_later(tmp
         evals = [db.get_experience(e) for _, e, *_ in flywheel_store.batch_results(db, batch)]
     shown = {ref for exp in evals for step in exp.steps for ref in step.context_refs}
     assert shown & {i.id for i in lessons}, "held-out episodes read the playbook"
+
+
+# --- resume after a skill decision ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_run_killed_after_a_skill_decision_resumes_to_the_unkilled_run(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from lle.carriers.skills import SkillLibrary
+
+    config = RunConfig(suite="toy", model="oracle", strategies=["lle"], rounds=2, train_per_round=4, eval_tasks=2,
+                       workers=1, group_size=1)
+
+    def batches(workspace: Path) -> Counter[str]:
+        with Store(loop.strategy_db(loop.run_folder(config.id, workspace), "lle")) as db:
+            return Counter(b.split("/", 2)[2] for b in flywheel_store.batches(db, config.id + "/").values())
+
+    loop.Flywheel(config, tmp_path / "whole").run()
+    whole = batches(tmp_path / "whole")
+    assert any("/skill/" in b for b in whole), "the oracle's runs replay candidate skills"
+
+    decide = SkillLibrary.decide
+
+    def decide_then_die(self: SkillLibrary, *args: object, **kwargs: object) -> object:
+        decide(self, *args, **kwargs)  # type: ignore[arg-type]
+        raise KeyboardInterrupt("killed right after the first skill decision")
+
+    monkeypatch.setattr(SkillLibrary, "decide", decide_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        loop.Flywheel(config, tmp_path / "killed").run()
+    monkeypatch.setattr(SkillLibrary, "decide", decide)
+    loop.Flywheel(config, tmp_path / "killed").run()  # the resume
+    assert batches(tmp_path / "killed") == whole  # the same replays, the same episodes: nothing past the cap

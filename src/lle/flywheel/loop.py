@@ -218,6 +218,19 @@ class Flywheel:
                     for k in range(self.config.group_size)]
         return [list(group) for group in zip(*attempts, strict=True)]
 
+    def chosen(self, name: str, pick: Callable[[], list[str]]) -> list[str]:
+        """The candidates a round replays, recorded before the first replay starts (`replays/NAME.json`): a run
+        killed after a decision and resumed replays the same ones, not the next in line."""
+        path = self.folder / "replays" / f"{name}.json"
+        if path.exists():
+            return [str(i) for i in json.loads(path.read_text(encoding="utf-8"))]
+        ids = pick()
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(ids), encoding="utf-8")
+        tmp.replace(path)
+        return ids
+
     def validate_skills(self, db_path: Path, round_: int, levels: suite.Levels | None = None) -> None:
         """A/B replay of the library's candidate skills on fresh train small worlds of their family.
 
@@ -228,7 +241,9 @@ class Flywheel:
 
         with Store(db_path) as db:
             library = SkillLibrary(db, actor=f"flywheel:{self.config.id}")
-            candidates = [s for s in library.skills() if s.state is SkillState.candidate][:MAX_SKILL_REPLAYS]
+            ids = self.chosen(f"r{round_}-skills", lambda: [
+                s.item_id for s in library.skills() if s.state is SkillState.candidate][:MAX_SKILL_REPLAYS])
+            candidates = [library.get(i) for i in ids]
             pairs_needed = library.config.skills_min_pairs
         for skill in candidates:
             worlds = suite.draw_for_skill(self.suite, skill.item.scope.family or "", pairs_needed,
@@ -256,7 +271,9 @@ class Flywheel:
             book = RecipeBook(db, base=self.config.levers, actor=f"flywheel:{self.config.id}")
             for family in sorted({e.small_world.family for e in train}):
                 book.propose_from(family, train)
-            candidates = book.candidates()[:MAX_RECIPE_REPLAYS]
+            ids = self.chosen(f"r{round_}-recipes", lambda: [c.id for c in book.candidates()[:MAX_RECIPE_REPLAYS]])
+            known = {item.id: item for item, _state in book.items().values()}
+            candidates = [known[i] for i in ids]
             current = {c.id: book.levers_for(c.scope.family or "") for c in candidates}
             pairs_needed = book.config.skills_min_pairs
         for item in candidates:
