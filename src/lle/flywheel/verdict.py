@@ -21,7 +21,10 @@ from dataclasses import dataclass
 ALPHA = 0.05
 MIN_DECIDABLE = 6
 """Fewer paired tasks than this can never reach p < 0.05 (even 5 discordant pairs one way give p = 0.0625)."""
-FULL_VERDICT = "lle run --compare --eval 40"
+FULL_VERDICT = "lle run --compare"
+FULL_N = 96
+"""Held-out tasks of the full verdict (the starter suite's eval size): a smaller run that shows no difference
+says how to get the full one."""
 """The command that gives a verdict enough held-out tasks (printed when a run's set is too small)."""
 
 
@@ -104,7 +107,9 @@ class Verdict:
         if self.p_value < ALPHA:
             better = "better" if self.b > self.c else "worse"
             return f"{self.strategy} is {better} than {self.baseline} on {self.n} held-out tasks ({numbers})"
-        return f"no difference shown between {self.strategy} and {self.baseline} on {self.n} held-out tasks ({numbers})"
+        more = f"; for the full verdict run `{FULL_VERDICT}`" if self.n < FULL_N else ""
+        return (f"no difference shown between {self.strategy} and {self.baseline} on {self.n} held-out tasks "
+                f"({numbers}){more}")
 
     def row(self) -> dict[str, object]:
         return {"strategy": self.strategy, "baseline": self.baseline, "n": self.n,
