@@ -114,6 +114,7 @@ def test_a_suite_file_runs_and_resumes_from_its_snapshot(tmp_path: Path) -> None
     assert [(v["strategy"], v["baseline"], v["n"]) for v in out["verdict"]] == [
         ("raw", "none", 3), ("reflect", "none", 3), ("lle", "none", 3), ("lle", "raw", 3), ("lle", "reflect", 3)]
     assert all("too few held-out tasks" in v["sentence"] for v in out["verdict"])
+    assert out["verdict_by_world"]["toy/keys-v1"] == out["verdict"]  # per world: here the one world is all
     summary = json.loads((workspace / "runs" / out["run"] / "report" / "summary.json").read_text())
     assert summary["verdict"] == out["verdict"] and summary["suite"]["entries"][0]["projects"] == ["manor"]
     assert "Paired verdict" in (workspace / "runs" / out["run"] / "report" / "index.html").read_text()

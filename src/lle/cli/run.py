@@ -11,12 +11,13 @@ from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from lle.cli import common
 from lle.cli.common import console, print_json, settings
 from lle.core import Levers, RunConfig, Step, Update
 from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
 from lle.flywheel import suite as suites
-from lle.flywheel.evaluate import paired_verdicts, table
+from lle.flywheel.evaluate import paired_verdicts, table, verdicts_by_world
 from lle.flywheel.strategies import STRATEGIES, check_strategy
 from lle.policies import doctor
 
@@ -42,19 +43,22 @@ def print_table(rows: list[dict[str, object]]) -> None:
                       + " held-out episodes (a safety cap, not a failure: left out of the rates)", highlight=False)
 
 
-def print_verdicts(rows: list[dict[str, object]]) -> None:
-    """The paired verdict (held-out tasks, task by task, exact McNemar): a small table, then its sentences."""
+def print_verdicts(rows: list[dict[str, object]],
+                   by_world: dict[str, list[dict[str, object]]] | None = None) -> None:
+    """The paired verdict (held-out tasks, task by task, exact McNemar): a small table, per world too when
+    given, then the overall sentences."""
     if not rows:
         return
-    out = Table(title="Paired verdict (same held-out tasks)", box=box.SIMPLE, pad_edge=False)
-    for name in ("strategy", "vs", "tasks", "solved", "diff", "b/c", "p", "95% CI (points)"):
-        out.add_column(name, no_wrap=True)
-    for row in rows:
+    console.print("Paired verdict (same held-out tasks)", highlight=False)
+    out = common.table("world", "strategy", "vs", "tasks", "solved", "diff", "b/c", "p", "95% CI (points)",
+                       ids=("world",))
+    for world, row in [("all", r) for r in rows] + [(w, r) for w, rs in (by_world or {}).items() if w != "all"
+                                                     for r in rs]:
         ci = row["ci95_points"]
-        out.add_row(str(row["strategy"]), str(row["baseline"]), str(row["n"]), str(row["solved"]),
+        out.add_row(world, str(row["strategy"]), str(row["baseline"]), str(row["n"]), str(row["solved"]),
                     f"{row['difference_points']:+}", f"{row['b']}/{row['c']}", f"{row['p_value']:.3g}",
                     f"{ci[0]:+.1f}..{ci[1]:+.1f}" if isinstance(ci, list) else "")
-    console.print(out)
+    common.print_table(out)
     for row in rows:
         console.print(str(row["sentence"]), highlight=False)
 
@@ -183,8 +187,9 @@ def run(
     verdicts = [v.row() for v in paired_verdicts(loop.run_folder(config.id, settings.workspace), config)]
     if as_json:
         print_json({"run": config.id, "report": str(page), "table": rows, "verdict": verdicts,
+                    "verdict_by_world": verdicts_by_world(loop.run_folder(config.id, settings.workspace), config),
                     "carriers": res.carriers, "poison": res.poison})
         return
     print_table(rows)
-    print_verdicts(verdicts)
+    print_verdicts(verdicts, verdicts_by_world(loop.run_folder(config.id, settings.workspace), config))
     console.print(f"report: {page}", highlight=False)

@@ -15,7 +15,7 @@ from lle.cli.common import WideOption, console, err_console, line, print_json, p
 from lle.cli.run import print_table as print_results
 from lle.cli.run import print_verdicts
 from lle.flywheel import loop, report
-from lle.flywheel.evaluate import paired_verdicts
+from lle.flywheel.evaluate import paired_verdicts, verdicts_by_world
 from lle.flywheel.evaluate import table as results_table
 from lle.store import Store
 from lle.viewer import lookup
@@ -38,11 +38,13 @@ def report_cmd(run_ref: str = RunArgument, as_json: bool = typer.Option(False, "
 
         page = write_pages(run_id, settings.workspace)
     verdicts = [v.row() for v in paired_verdicts(loop.run_folder(run_id, settings.workspace), res.config)]
+    by_world = verdicts_by_world(loop.run_folder(run_id, settings.workspace), res.config)
     if as_json:
-        print_json({"run": run_id, "report": str(page), "table": results_table(res), "verdict": verdicts})
+        print_json({"run": run_id, "report": str(page), "table": results_table(res), "verdict": verdicts,
+                    "verdict_by_world": by_world})
         return
     print_results(results_table(res))
-    print_verdicts(verdicts)
+    print_verdicts(verdicts, by_world)
     console.print(f"report: {page}")
 
 

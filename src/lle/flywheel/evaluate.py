@@ -185,10 +185,10 @@ def held_out_outcomes(db: Store, batch: str) -> dict[str, bool | None]:
     return out
 
 
-def paired_verdicts(folder: Path, config: RunConfig) -> list[Verdict]:
+def paired_verdicts(folder: Path, config: RunConfig, world: str | None = None) -> list[Verdict]:
     """Each learning strategy's last-round held-out outcomes paired task by task with `none` (round 0, the
     same small worlds), and `lle`'s with every other strategy's (`raw`); tasks stopped by the time cap on
-    either side are left out."""
+    either side are left out. With `world`, only that world's held-out tasks."""
     last = config.rounds
     batches = {"none": ("baseline", f"{config.id}/none/r0/eval")}
     batches |= {s: (s, f"{config.id}/{s}/r{last}/eval") for s in config.strategies if s != "none"}
@@ -205,7 +205,7 @@ def paired_verdicts(folder: Path, config: RunConfig) -> list[Verdict]:
     out = []
     for strategy, baseline in comparisons:
         mine, theirs = outcomes.get(strategy, {}), outcomes.get(baseline, {})
-        shared = sorted(set(mine) & set(theirs))
+        shared = sorted(t for t in set(mine) & set(theirs) if world is None or t.split(":", 1)[0] == world)
         pairs = [(bool(mine[t]), bool(theirs[t])) for t in shared if mine[t] is not None and theirs[t] is not None]
         out.append(paired_verdict(strategy, baseline, pairs, time_capped=len(shared) - len(pairs)))
     return out
@@ -240,3 +240,13 @@ def coverage(folder: Path, config: RunConfig) -> dict[str, Any]:
     rows = [{"world": c[0], "project": c[1], "level": c[2], "train": train[c], "held_out": held_out[c],
              "unreached": held_out[c] > 0 and not train[c]} for c in cells]
     return {"run": config.id, "cells": rows, "unreached": sum(1 for r in rows if r["unreached"])}
+
+
+def verdicts_by_world(folder: Path, config: RunConfig) -> dict[str, list[dict[str, object]]]:
+    """The paired verdict rows per world of the held-out set (`all`: every world), as the JSON summary gives them."""
+    from lle.flywheel import suite as suites
+
+    worlds = suites.for_run(config, folder).worlds
+    out = {"all": [v.row() for v in paired_verdicts(folder, config)]}
+    out |= {w: [v.row() for v in paired_verdicts(folder, config, w)] for w in worlds}
+    return out
