@@ -6,7 +6,6 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import typer
 from pydantic import ValidationError
@@ -27,6 +26,7 @@ from lle.cli.common import (
 from lle.core import Experience
 from lle.errors import InvalidInputError
 from lle.viewer import lookup
+from lle.viewer.data import intervention_text
 
 app = typer.Typer(help="Recorded experiences.", no_args_is_help=True)
 
@@ -57,22 +57,6 @@ def list_(
         out.add_row(r.id, r.world, r.split, outcome_text, r.verification, str(r.n_steps),
                     *([r.created_at[:19]] if wide else []))
     print_table(out, wide)
-
-
-def intervention_text(content: dict[str, Any]) -> str:
-    """One line for a runtime intervention (`lle.runtime.levers`)."""
-    lever = content.get("lever")
-    if lever == "stuck":
-        masked = content.get("masked") or []
-        return (f"stuck ({content.get('pattern')}), told the model: {content.get('note')}"
-                + (f"; masked {', '.join(map(str, masked))} for this step" if masked else ""))
-    if lever == "submit_only":
-        return f"last step: only {', '.join(map(str, content.get('tools') or []))} offered"
-    if lever == "working_memory":
-        return f"working memory shown ({content.get('chars')} characters)"
-    if lever == "admissible_masks":
-        return "the world's admissible commands offered as an enum"
-    return json.dumps(content, ensure_ascii=False)
 
 
 @app.command("show")

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 from lle.core import CarrierItem, CarrierKind, Experience, Policy, Scope, ScopeLevel, SmallWorld, Update, UpdateOp
 from lle.errors import InvalidInputError
 from lle.governance import gates
@@ -208,12 +210,16 @@ def stable_seed(text: str) -> int:
 
 def keep_raw(store: Store, exp: Experience) -> list[Update]:
     """The naive way: every trajectory, whole, as an ungoverned memory item."""
+    return _keep_ungated(store, exp, {"raw_log": _raw_text(exp)}, actor="raw")
+
+
+def _keep_ungated(store: Store, exp: Experience, content: dict[str, JsonValue], actor: str) -> list[Update]:
+    """A global memory item admitted with no gate: what the naive baselines keep."""
     scope = Scope(level=ScopeLevel.global_)
-    item = CarrierItem(carrier=CarrierKind.memory, scope=scope, content={"raw_log": _raw_text(exp)},
-                       experience_ids=[exp.id])
+    item = CarrierItem(carrier=CarrierKind.memory, scope=scope, content=content, experience_ids=[exp.id])
     store.append_item(item)
     update = Update(carrier=CarrierKind.memory, op=UpdateOp.admit, item_id=item.id, scope=scope,
-                    experience_ids=[exp.id], actor="raw")
+                    experience_ids=[exp.id], actor=actor)
     store.append_update(update)
     return [update]
 
@@ -237,11 +243,4 @@ def template_lesson(exp: Experience) -> str:
 
 def keep_lesson(store: Store, exp: Experience, lesson: str) -> list[Update]:
     """The `reflect` baseline: the model's own lesson, kept as written, no gate (its flaws are the point)."""
-    scope = Scope(level=ScopeLevel.global_)
-    item = CarrierItem(carrier=CarrierKind.memory, scope=scope, content={"lesson": lesson[:600]},
-                       experience_ids=[exp.id])
-    store.append_item(item)
-    update = Update(carrier=CarrierKind.memory, op=UpdateOp.admit, item_id=item.id, scope=scope,
-                    experience_ids=[exp.id], actor="reflect")
-    store.append_update(update)
-    return [update]
+    return _keep_ungated(store, exp, {"lesson": lesson[:600]}, actor="reflect")
