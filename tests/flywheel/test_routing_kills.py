@@ -18,6 +18,7 @@ import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def fork_route(flywheel: Flywheel, db_path: Path) -> multiprocessing.process.Bas
 
 
 @pytest.fixture(scope="module")
-def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Flywheel]:
+def batch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Flywheel]]:
     """A store of 6 assessed toy episodes (real world, real verifiers), none routed yet."""
     folder = tmp_path_factory.mktemp("routing")
     base = folder / "base.db"
@@ -67,11 +68,17 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Flywheel]:
         for seed in range(6):
             sw = family.small_world(Split.train, seed)
             run_episode(sw, ScriptedPolicy(oracle_actions(sw)), store=db, assess=assess_experience)
+    before = os.environ.get("LLE_EMBEDDING_MODEL")
     os.environ["LLE_EMBEDDING_MODEL"] = str(folder / "no-model.onnx")  # BM25 only, in every child
     ContaminationIndex.from_registry()  # built once here, inherited by every forked child
     config = RunConfig.model_validate({"suite": "toy", "model": "oracle", "strategies": ["lle"], "rounds": 1,
                                        "train_per_round": 6, "eval_tasks": 1, "workers": 1})
-    return base, Flywheel(config, folder / "ws")
+    yield base, Flywheel(config, folder / "ws")
+    # The tests after this module (the memory carrier's, on both store backends) need the real embeddings.
+    if before is None:
+        os.environ.pop("LLE_EMBEDDING_MODEL", None)
+    else:
+        os.environ["LLE_EMBEDDING_MODEL"] = before
 
 
 @pytest.mark.slow

@@ -52,7 +52,7 @@ def test_the_built_in_suites_are_toml_files_inside_the_package() -> None:
     assert shipped.is_file() and Path(str(shipped)).parent == BUILTIN_DIR  # package data: the wheel carries it
     starter = load_suite("starter")
     assert starter.worlds[:4] == ("code/humaneval-v1", "sql/shop-v1", "math/arith-v1", "games/guess-number-v1")
-    assert (starter.max_steps, starter.train_per_round, starter.eval_tasks) == (6, 8, 8)
+    assert (starter.max_steps, starter.train_per_round, starter.eval_tasks) == (6, 8, 96)
     assert load_suite("toy").worlds == ("toy/keys-v1",)
 
 
