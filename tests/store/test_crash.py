@@ -77,3 +77,19 @@ def test_four_processes_append_250_each_concurrently(tmp_path: Path) -> None:
         acknowledged.update(line.split()[1:3] for line in out.splitlines())  # type: ignore[misc]
     assert len(acknowledged) == 1000
     assert _check_store(db, acknowledged) == 1000
+
+
+def test_processes_opening_a_new_store_at_once_all_open_it(tmp_path: Path) -> None:
+    """The first read waits for a process creating the file instead of failing with 'database is locked'
+    (it failed about one open in eight before the busy timeout was set ahead of that read)."""
+    code = "import sys; from lle.store import Store; Store(sys.argv[1]).close()"
+    for round_ in range(4):
+        db = tmp_path / f"lle{round_}.db"
+        children = [subprocess.Popen([sys.executable, "-c", code, str(db)], stderr=subprocess.PIPE, text=True)
+                    for _ in range(6)]
+        for child in children:
+            _, err = child.communicate(timeout=120)
+            assert child.returncode == 0, err.strip().splitlines()[-1]
+        with Store(db) as store:
+            assert store.integrity_check() == "ok"
+            assert store.schema_version == store.latest_version

@@ -124,7 +124,6 @@ class Store:
         _check_file(self.path)
         try:
             self.conn = self._connect()
-            self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
             self.conn.execute("PRAGMA synchronous=FULL")
             self.conn.execute("PRAGMA foreign_keys=ON")
             self.schema_version = self._applied_version()
@@ -149,6 +148,8 @@ class Store:
         its `-shm` beside it: in a folder nobody can write, that cannot be made, so the file is opened
         `immutable` — safe there, since nothing can write it either."""
         conn = apsw.Connection(str(self.path))
+        # Before the first read: a process creating the file at this moment holds its lock briefly.
+        conn.setbusytimeout(BUSY_TIMEOUT_MS)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # the first read opens the files
             return conn
@@ -160,7 +161,9 @@ class Store:
             raise ReadOnlyStoreError(f"cannot create the store {self.path}: its folder or disk is read-only; "
                                      "pass --workspace DIR on a writable disk")
         uri = f"file:{quote(str(self.path.absolute()))}?immutable=1"
-        return apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        return conn
 
     def _disk_error(self, err: apsw.Error) -> StoreError:
         """A failed write as one line: a full disk (or an I/O error on a nearly full one) says how to go on."""
