@@ -269,6 +269,10 @@ class LLMCall(Record):
     """Generated token ids, when recorded (for training)."""
     logprobs: list[float] | None = None
     """Log-probabilities of the accepted decode's tokens, when asked for (`completion_tokens` counts retries too)."""
+    prompt: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The exact text the model was given for the accepted decode: the chat template's rendering when the
+    policy renders it, else the chat messages as canonical JSON (a server renders those itself). None (left
+    out of dumps, so records made before it and their hashes stay as they were): not recorded."""
 
 
 class Feedback(Record):

@@ -38,6 +38,10 @@ def test_actions_are_schema_valid_and_calls_recorded(smollm: Any) -> None:
     assert request == parse_action(ctx.action_schema, request.model_dump(include={"tool", "args", "thought", "expect"}))
     assert call.model == "smollm2-135m" and call.model_sha256 == CATALOG["smollm2-135m"].sha256
     assert call.prompt_tokens > 50 and 0 < call.completion_tokens <= smollm.max_tokens and call.latency_ms > 0
+    # The prompt recorded is the chat template's text, the one decoded: its tokens are the call's (one per decode).
+    assert call.prompt is not None and WORLD.goal in call.prompt and call.prompt.endswith("<|im_start|>assistant\n")
+    tokens = len(smollm.llm.tokenize(call.prompt.encode(), add_bos=False, special=True))
+    assert call.prompt_tokens in (tokens, 2 * tokens)
     assert smollm.count_tokens("hello world") in (2, 3)
     assert smollm.info.params["temperature"] == 0.0
 

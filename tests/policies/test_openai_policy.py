@@ -17,6 +17,7 @@ from lle.actions import action_schema
 from lle.core import Context, Message, ToolSpec
 from lle.errors import InvalidInputError, PolicyBackendError
 from lle.policies.openai import OpenAIPolicy, extract_json
+from lle.policies.prompt import messages_text
 
 TOOLS = [
     ToolSpec(name="look", description="Look."),
@@ -146,6 +147,7 @@ def test_json_schema_mode_first(serve: Callable[[Handler], Server]) -> None:
     assert (call.model, call.prompt_tokens, call.completion_tokens) == ("openai:m", 11, 7)
     sent = server.requests[0]
     assert sent["response_format"]["type"] == "json_schema" and sent["seed"] == 7
+    assert call.prompt == messages_text(sent["messages"])  # the server renders them: what was sent is recorded
     assert sent["response_format"]["json_schema"]["schema"] == CONTEXT.action_schema
 
 
@@ -177,6 +179,7 @@ def test_prompt_mode_parses_and_retries_with_the_error(serve: Callable[[Handler]
     assert request.tool == "take" and call.prompt_tokens == 33
     last = server.requests[-1]["messages"]
     assert last[-1]["role"] == "user" and "does not match the tool schema" in last[-1]["content"]
+    assert call.prompt == messages_text(last)  # the accepted request's messages, re-asks included
 
 
 def test_invalid_replies_end_in_a_recorded_failure(serve: Callable[[Handler], Server]) -> None:

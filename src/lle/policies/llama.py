@@ -14,6 +14,10 @@ evaluation is most of a first step's time on 2 cores: ~110 tokens/s a thread). T
 evaluated incrementally gives logits a rounding error apart from one evaluated in one batch, so at
 temperature 0 the same context can, rarely, decode differently depending on what was evaluated
 before; `reuse_prefix=False` makes each call depend on its context alone.
+
+Each `LLMCall` records its prompt: the text the GGUF's chat template renders from the messages (the
+formatter llama-cpp-python uses, built alike: see `chat_renderer`), or, for a model whose format is
+one of llama-cpp-python's built-in ones, the messages as canonical JSON (`lle.policies.prompt`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 from lle.actions import parse_action
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, ModelError, PolicyBackendError
+from lle.policies.prompt import messages_text
 
 DEFAULT_THREADS = 2
 
@@ -118,6 +123,28 @@ def decoding_schema(schema: dict[str, Any], max_text_chars: int | None) -> dict[
     capped = cap_strings(copy.deepcopy(schema), max_text_chars)
     return _drop_long_bounds(capped)  # type: ignore[no-any-return]
 
+def chat_renderer(llm: Any) -> Callable[[list[dict[str, str]]], str] | None:
+    """How `llm.create_chat_completion` turns messages into the text it tokenizes, when it uses a chat
+    template from the GGUF's metadata (`chat_template.default` or `chat_template.NAME`, as llama-cpp-python
+    names them): the same `Jinja2ChatFormatter` over the same template and special tokens, so the prompt
+    recorded is the prompt decoded. None for a built-in format (chatml, llama-2, …) or a custom handler."""
+    name = getattr(llm, "chat_format", None)
+    if getattr(llm, "chat_handler", None) is not None or not isinstance(name, str) \
+            or not name.startswith("chat_template."):
+        return None
+    template = llm.metadata.get("tokenizer.chat_template" if name == "chat_template.default" else f"tokenizer.{name}")
+    if not template:
+        return None
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    eos_id, bos_id = int(llm.token_eos()), int(llm.token_bos())
+    # As `Llama.__init__` builds its handlers: the token texts, "" for a model without one.
+    eos = llm._model.token_get_text(eos_id) if eos_id != -1 else ""
+    bos = llm._model.token_get_text(bos_id) if bos_id != -1 else ""
+    formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos, stop_token_ids=[eos_id])
+    return lambda messages: str(formatter(messages=messages).prompt)  # type: ignore[arg-type]  # plain dicts
+
+
 JSON_CHAR_RULE = r'char ::= [^"\\] |'
 """llama-cpp-python's converter lets any character but a quote or backslash into a JSON string, a raw
 newline included, which `json.loads` then refuses ("Invalid control character"): an episode lost to
@@ -174,6 +201,7 @@ class LlamaPolicy:
             self.model_path, n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads, seed=seed,
             logits_all=logprobs,
         )
+        self._render = chat_renderer(self.llm)
 
     @property
     def info(self) -> PolicyInfo:
@@ -231,6 +259,10 @@ class LlamaPolicy:
             raise PolicyBackendError(f"{self.model_id} failed to decode: {err}; lower n_ctx or free memory") from err
         return result
 
+    def prompt_of(self, messages: list[dict[str, str]]) -> str:
+        """The prompt `act` records for `messages`: the chat template's text, else the messages as JSON."""
+        return self._render(messages) if self._render is not None else messages_text(messages)
+
     def write(self, prompt: str, max_tokens: int = 96) -> str:
         """Free text for `prompt`, greedy (the `reflect` baseline's self-written lesson): no grammar, no action."""
         with self._lock:
@@ -271,7 +303,7 @@ class LlamaPolicy:
                 return request, LLMCall(
                     model=self.model_id, model_sha256=self.sha256, prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens, latency_ms=(time.perf_counter() - start) * 1000,
-                    logprobs=logprobs,
+                    logprobs=logprobs, prompt=self.prompt_of(messages),
                 )
         raise PolicyBackendError(
             f"{self.model_id} gave no valid action in {self.retries + 1} decodes: {problem}; "

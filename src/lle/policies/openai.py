@@ -15,6 +15,10 @@ with the validation error shown to the model. Network failures are retried by th
 (`max_retries`, exponential backoff with jitter) under a per-request `timeout`. Every failure ends
 as `PolicyBackendError` naming the server and the fix — the harness records it on the step — so a
 call never hangs and never fails silently.
+
+Each `LLMCall` records the messages of the accepted request as canonical JSON (`lle.policies.prompt`):
+the server renders its own chat template, out of sight; a re-ask's messages include the invalid reply
+and the correction, as sent.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import openai
 from lle.actions import parse_action
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, PolicyBackendError
+from lle.policies.prompt import messages_text
 
 Mode = Literal["json_schema", "json_object", "tools", "prompt"]
 MODES: tuple[Mode, ...] = ("json_schema", "json_object", "tools", "prompt")
@@ -266,7 +271,7 @@ class OpenAIPolicy:
                     return request, LLMCall(
                         model=f"openai:{self.model}", prompt_tokens=prompt_tokens,
                         completion_tokens=completion_tokens, latency_ms=(time.perf_counter() - start) * 1000,
-                        logprobs=logprobs,
+                        logprobs=logprobs, prompt=messages_text(messages),  # the server renders them: what we sent
                     )
             messages = [*messages, {"role": "assistant", "content": raw[:2000]},
                         {"role": "user", "content": f"That reply was invalid: {problem}. Reply with exactly one JSON "

@@ -16,6 +16,7 @@ from lle.core import CarrierItem, Evidence, Experience, Revocation, Step, Update
 from lle.errors import UnknownIdError
 from lle.flywheel import loop
 from lle.governance import lineage
+from lle.policies.prompt import messages_of
 from lle.store import Store
 from lle.store import experiences as stored_experiences
 from lle.store import flywheel as flywheel_store
@@ -97,12 +98,17 @@ def intervention_text(content: dict[str, Any]) -> str:
 
 
 def prompt_of(step: Step) -> str | None:
-    """The exact prompt the model saw at this step, when the recorder stored it (a `prompt` field of the
-    model call, or a `prompt`/`context` feedback); None when it was not stored."""
-    llm = step.llm
-    stored = getattr(llm, "prompt", None) if llm is not None else None
+    """The exact prompt the model saw at this step, when the policy recorded it (`LLMCall.prompt`, or a
+    `prompt`/`context` feedback); None when it was not stored (scripted steps, older records).
+
+    A chat API's prompt is stored as its messages (JSON): shown one message after another under its role,
+    each content as sent; a rendered chat template is shown as is."""
+    stored = step.llm.prompt if step.llm is not None else None
     if stored:
-        return stored if isinstance(stored, str) else json.dumps(stored, indent=2, ensure_ascii=False)
+        messages = messages_of(stored)
+        if messages is None:
+            return stored
+        return "\n\n".join(f"── {m['role']} ──\n{m['content']}" for m in messages)
     for fb in step.feedback:
         if fb.kind in ("prompt", "context") and fb.content:
             content = fb.content

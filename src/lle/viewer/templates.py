@@ -97,8 +97,8 @@ EPISODE = """{% extends "store.html" %}
 <h3>step {{ s.index }}{% if v.credit is not none %} <span class="muted">credit {{ "%+.2f" | format(v.credit) }}</span>
 {% endif %}</h3>
 <details><summary>what the model saw</summary>
-{% if v.prompt %}<pre class="prompt">{{ v.prompt }}</pre>{% else %}<p class="muted">prompt not stored (this
-recording keeps the model's output and the context items shown, not the prompt text)</p>{% endif %}
+{% if v.prompt %}<pre class="prompt">{{ v.prompt }}</pre>{% else %}<p class="muted">prompt not stored (a scripted
+step, or a recording made before prompts were kept: the context items shown are below)</p>{% endif %}
 {% if s.context_refs %}<p>carrier items shown: {% for ref in s.context_refs %}
 <a class="id" href="{{ links.item(src.run, src.strategy, ref) }}">{{ ref }}</a> {% endfor %}</p>{% endif %}
 {% if s.llm %}<p class="muted">{{ s.llm.model }}: {{ s.llm.prompt_tokens }} prompt tokens,
