@@ -24,6 +24,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "evidence": ("id", "experience_id", "step", "anchor", "outcome", "strength", "body"),
     "experiences": ("id", "small_world_id", "world", "family", "project", "split", "outcome", "verification",
                     "score", "n_steps", "n_evidence", "content_hash", "created_at", "body"),
+    "experience_steps": ("experience_id", "idx", "tool", "status", "allowed", "has_error"),
     "carrier_items": ("id", "carrier", "scope_level", "family", "project", "created_at", "body"),
     "updates": ("id", "carrier", "op", "item_id", "at", "body"),
     "revocations": ("id", "target", "at", "body"),

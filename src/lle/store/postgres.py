@@ -32,13 +32,14 @@ from lle.errors import (
     StoreError,
 )
 from lle.store import pg_text
-from lle.store.sqlite import Store, as_url, migrations
+from lle.store.locations import as_url
+from lle.store.sqlite import Store, migrations
 
 WRITE_LOCK = 0x6C6C65_0001
 """The advisory lock every write transaction holds (per database): the one writer at a time."""
 LEDGER_TABLES = ("lle_migrations", "experiences", "steps", "evidence", "updates", "revocations", "carrier_items",
                  "blobs", "search", "episodes", "memory_vectors", "memory_utility", "routed", "export_snapshots",
-                 "export_rows", "trajectory_hashes", "revoked_content")
+                 "export_rows", "trajectory_hashes", "revoked_content", "experience_steps")
 
 
 def with_schema(url: str, schema: str) -> str:

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import struct
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -43,9 +42,9 @@ from lle.errors import (
     StoreError,
     UnknownIdError,
 )
-from lle.store import blobs, trajectory
+from lle.store import blobs, flat, trajectory
+from lle.store.locations import check_file, is_url
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 60_000
 ID_TABLES = {"exp": "experiences", "evd": "evidence", "upd": "updates", "rev": "revocations", "itm": "carrier_items"}
 
@@ -85,19 +84,6 @@ class ExperienceRow:
     revoked: bool
 
 
-def is_url(location: str | Path) -> bool:
-    """True for a PostgreSQL URL (`postgresql://…`, `postgres://…`), False for a SQLite file path.
-
-    Also for such a URL that went through `Path` (`postgresql:/…`: a PostgreSQL store's `.path`), so
-    a caller that reopens a store by its path (`Store(store.path)`) reopens the same one."""
-    return str(location).startswith(("postgresql:/", "postgres:/"))
-
-
-def as_url(location: str | Path) -> str:
-    """The URL `is_url` recognised, with the `//` that `Path` folds back."""
-    return re.sub(r"^(postgres(?:ql)?):/(?!/)", r"\1://", str(location))
-
-
 class Store:
     """One SQLite file holding the whole ledger.
 
@@ -121,7 +107,7 @@ class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._writer: int | None = None  # thread holding the open write transaction
-        _check_file(self.path)
+        check_file(self.path)
         try:
             self.conn = self._connect()
             self.conn.execute("PRAGMA synchronous=FULL")
@@ -317,6 +303,9 @@ class Store:
                 for exp in sealed:
                     self._insert_experience(exp)
         except self.constraint_errors as err:
+            if "foreign key" in str(err).lower():  # m007: evidence names its experience
+                raise InvalidInputError(f"{err}: an evidence row names an experience that is not in this store; "
+                                        "set each evidence's experience_id to its experience's id") from err
             raise InvalidInputError(
                 f"{err}: an experience with one of these ids is already stored; the ledger is append-only, "
                 "give new records new ids"
@@ -339,6 +328,7 @@ class Store:
              exp.created_at.isoformat(), self._dump(body)),
         )
         self._insert_trajectory_hash(exp.id, sw.world, exp.steps)
+        flat.list_steps(self, exp.id)  # m007: its steps in experience_steps, linked to it, in this transaction
         self._index(exp.id, "experience", _searchable_text(exp))
 
     def _insert_trajectory_hash(self, experience_id: str, world: str, steps: list[Step]) -> None:
@@ -588,27 +578,3 @@ def _searchable_text(exp: Experience) -> str:
     for step in exp.steps:
         parts += [step.request.thought, step.request.tool, step.effect.observation[:2000]]
     return "\n".join(p for p in parts if p)
-
-
-def _check_file(path: Path) -> None:
-    """Refuse a file that is not SQLite, or is shorter than its own header says, before touching it."""
-    if not path.exists() or path.stat().st_size == 0:
-        if path.parent and not path.parent.exists():
-            os.makedirs(path.parent, exist_ok=True)
-        return
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        header = f.read(100)
-    if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
-        raise NotAStoreError(f"{path} is not a SQLite file; move it aside or point --workspace elsewhere")
-    page_size = struct.unpack(">H", header[16:18])[0]
-    page_size = 65536 if page_size == 1 else page_size
-    pages, valid_for, change_counter = struct.unpack(">I", header[28:32])[0], header[92:96], header[24:28]
-    wal = path.with_name(path.name + "-wal")
-    # A checkpoint killed midway leaves the file shorter than its header says; the WAL still holds
-    # those pages and SQLite replays them on open. Only without a WAL is a short file truncated.
-    pending_wal = wal.exists() and wal.stat().st_size > 0
-    if valid_for == change_counter and size < pages * page_size and not pending_wal:
-        raise NotAStoreError(
-            f"{path} is truncated ({size} bytes, its header says {pages * page_size}); restore it from a backup"
-        )
