@@ -248,3 +248,29 @@ def test_an_episodic_memory_is_shown_as_its_digest() -> None:
     assert "task: Answer the question. | outcome: fail" in line
     assert 'run_query {\\"sql\\":\\"SELECT 1\\"} -> 1 row' in line
     assert "Rules of the world" not in line and "a long thought" not in line and "credit" not in line
+
+
+def test_a_memory_shows_this_tasks_arguments_where_both_goals_say_where_they_came_from() -> None:
+    """Recorded on the easy suite: SmolLM2 called calculate("6 + 7") on held-out `Calculate 2 + 4` after
+    a memory of another task; the memory now shows this task's expression and hides the other's result."""
+    from lle.carriers.memory import memory_item_from
+    from lle.core import Experience, Outcome, PolicyInfo
+
+    rules = "\n\nSubmit only the final answer (a number) with `submit`."
+    sw = world("Calculate 6 + 7." + rules)
+    steps = [Step(index=i, request=ActionRequest(tool=tool, args=args),
+                  executed=ExecutedAction(tool=tool, args=args, allowed=True), effect=Effect(observation=seen))
+             for i, (tool, args, seen) in enumerate([("calculate", {"expression": "6 + 7"}, "6 + 7 = 13"),
+                                                     ("submit", {"answer": "13"}, "Submitted. Correct.")])]
+    item = memory_item_from(Experience(small_world=sw, policy=PolicyInfo(model="scripted"), steps=steps,
+                                       outcome=Outcome.passed))
+    here = render_item(item, "Calculate 2 + 4." + rules)
+    assert 'calculate {\\"expression\\":\\"2 + 4\\"} -> …; submit {\\"answer\\":\\"…\\"}' in here
+    assert "13" not in here.split("steps:")[1]
+    # The same task, a goal of another shape, or no goal: the memory as it was.
+    for goal in ("Calculate 6 + 7." + rules, "Solve for b: b - 15 = -4", None):
+        shown = render_item(item, goal)
+        assert 'calculate {\\"expression\\":\\"6 + 7\\"} -> 6 + 7 = 13; submit {\\"answer\\":\\"13\\"}' in shown
+    submit = ToolSpec(name="submit", description="Submit.")
+    built = BudgetedContextBuilder(items=[item]).build(world("Calculate 2 + 4." + rules), [submit], [], "start")
+    assert '\\"2 + 4\\"' in built.messages[1].content

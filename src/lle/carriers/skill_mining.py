@@ -26,9 +26,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from lle.context import binding as skill_binding
+from lle.context.binding import SlotBinding
 from lle.core import ActionStatus, Context, Experience, canonical_json
 
 FORMAT = "lle-skill/1"
+MIN_BINDING_READS = 3
+"""Distinct small worlds a binding that holds only where its anchors are found must read its value in."""
 SKILL_FEEDBACK = "skill"
 """`Feedback.kind` the harness writes on every step a skill expanded (content: skill id, call, of)."""
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
@@ -57,6 +61,8 @@ class SkillSlot(_Model):
     """JSON type seen in every occurrence (None when it varied)."""
     examples: list[JsonValue] = Field(default_factory=list)
     """Up to five values seen, most frequent first."""
+    bind: SlotBinding | None = None
+    """Where the runtime reads this slot (the goal, an earlier observation); the model is not asked for it."""
 
 
 class SkillEvidence(_Model):
@@ -137,6 +143,10 @@ def describe(desc: SkillDescriptor) -> str:
     macro = " -> ".join(render_call(c) for c in desc.calls)
     when = [p.split(":", 1)[1] for p in desc.preconditions if p.startswith("observation:")][:4]
     text = f"Runs {macro} as one action"
+    bound = [f"${s.name} from {s.bind.describe()}" + ("" if s.bind.always else f" where it says {s.bind.left!r}")
+             for s in desc.slots if s.bind is not None]
+    if bound:
+        text += f" (it reads {', '.join(bound)} by itself)"
     if when:
         text += f"; fits when the observation mentions {', '.join(when)}"
     return text + f" (seen in {desc.evidence.support} verified successes)."
@@ -164,6 +174,7 @@ class Trace:
     small_world_id: str
     project: str
     segments: tuple[tuple[Act, ...], ...]
+    goal: str = ""
 
 
 def trace_of(exp: Experience, initial_observation: str | None = None) -> Trace:
@@ -183,7 +194,7 @@ def trace_of(exp: Experience, initial_observation: str | None = None) -> Trace:
     if current:
         segments.append(tuple(current))
     sw = exp.small_world
-    return Trace(exp.id, sw.id, f"{sw.family}/{sw.project}", tuple(segments))
+    return Trace(exp.id, sw.id, f"{sw.family}/{sw.project}", tuple(segments), sw.goal)
 
 
 # --- mining -------------------------------------------------------------------------------------------
@@ -268,6 +279,7 @@ def abstract(family: str, occurrences: Sequence[Occurrence], *, kind: Literal["a
         for k in sorted(act.args):
             columns[(i, k)] = [acts[i].args[k] for _, acts in occurrences]
     slot_of: dict[tuple[tuple[str, object], ...], str] = {}  # column of values -> slot name
+    worlds_of = [t.small_world_id for t, _ in occurrences]
     slots: list[SkillSlot] = []
     calls: list[SkillCall] = []
     for i, act in enumerate(first):
@@ -290,7 +302,9 @@ def abstract(family: str, occurrences: Sequence[Occurrence], *, kind: Literal["a
                     first_seen.setdefault(norm, v)
                 examples = [first_seen[c] for c in sorted(counts, key=lambda c: (-counts[c], repr(c)))[:5]]
                 types = {_json_type(v) for v in column}
-                slots.append(SkillSlot(name=name, type=types.pop() if len(types) == 1 else None, examples=examples))
+                slots.append(SkillSlot(name=name, type=types.pop() if len(types) == 1 else None, examples=examples,
+                                       bind=skill_binding.find(column, _sources(occurrences, i), worlds=worlds_of,
+                                                               min_reads=MIN_BINDING_READS)))
             slotted[k] = slot_of[signature]
         calls.append(SkillCall(tool=act.tool, args=consts, slots=slotted))
     befores = [_words(acts[0].before) for _, acts in occurrences if acts[0].before is not None]
@@ -312,6 +326,17 @@ def abstract(family: str, occurrences: Sequence[Occurrence], *, kind: Literal["a
                                experience_ids=sorted(traces)),
     ).finished()
     return Mined(desc, sorted(traces), worlds, list(parts))
+
+
+def _sources(occurrences: Sequence[Occurrence], call: int) -> dict[str, list[str | None]]:
+    """The texts a slot first used by call `call` (0-based) could be read from, per occurrence, in the order
+    tried: the latest observation first, then the goal, then the observation before the macro."""
+    sources: dict[str, list[str | None]] = {}
+    for n in range(call, 0, -1):
+        sources[f"observation:{n}"] = [acts[n - 1].after for _, acts in occurrences]
+    sources[skill_binding.GOAL] = [t.goal or None for t, _ in occurrences]
+    sources["observation:0"] = [acts[0].before for _, acts in occurrences]
+    return sources
 
 
 def _name(calls: Sequence[SkillCall]) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import JsonValue, ValidationError
 
 from lle.carriers import skill_mining
+from lle.context import binding as skill_binding
 from lle.carriers.skill_mining import SKILL_FEEDBACK, MiningConfig, SkillDescriptor, Trace, trace_of, used_skills
 from lle.core import (
     ActionRequest,
@@ -113,23 +114,56 @@ class Skill:
     @property
     def spec(self) -> ToolSpec:
         props: dict[str, JsonValue] = {}
-        for slot in self.descriptor.slots:
+        # The runtime reads a bound slot; one bound only where its anchors are found is asked for, optionally.
+        asked = [s for s in self.descriptor.slots if s.bind is None or not s.bind.always]
+        for slot in asked:
             schema: dict[str, JsonValue] = {"type": slot.type} if slot.type else {}
             shown = [str(v) for v in slot.examples if _EXAMPLE.match(str(v))]
             if shown:
                 schema["description"] = "e.g. " + ", ".join(shown[:3])
+            if slot.bind is not None:
+                schema["description"] = (f"read from {slot.bind.describe()} after {slot.bind.left!r} when it is "
+                                         "there; give it only otherwise")
             props[slot.name] = schema
         params: dict[str, JsonValue] = {"type": "object", "properties": props,
-                                        "required": [s.name for s in self.descriptor.slots],
+                                        "required": [s.name for s in asked if s.bind is None],
                                         "additionalProperties": False}
         return ToolSpec(name=f"skill_{self.name}", description=self.descriptor.description, parameters=params)
 
-    def expand(self, args: Mapping[str, JsonValue]) -> list[ActionRequest]:
-        """The macro's tool calls with the slots filled from `args` (already checked against `spec`)."""
-        calls = self.descriptor.calls
-        return [ActionRequest(tool=c.tool, args={**c.args, **{k: args[s] for k, s in c.slots.items()}},
-                              thought=f"skill {self.name} v{self.descriptor.version}, call {i} of {len(calls)}")
-                for i, c in enumerate(calls, 1)]
+    @property
+    def size(self) -> int:
+        return len(self.descriptor.calls)
+
+    def call(self, n: int, args: Mapping[str, JsonValue], *, goal: str,
+             observations: Sequence[str]) -> ActionRequest | str:
+        """The macro's `n`-th tool call (from 0) with its slots filled: from `args` (already checked against
+        `spec`), or for a bound slot from the goal or `observations` (0: before the macro, k: after call k).
+        A bound slot that cannot be read gives the reason instead of a call."""
+        call, filled = self.descriptor.calls[n], dict(self.descriptor.calls[n].args)
+        slots = {s.name: s for s in self.descriptor.slots}
+        for arg, name in call.slots.items():
+            slot = slots[name]
+            if slot.bind is None:
+                filled[arg] = args[name]
+                continue
+            source = slot.bind.source
+            index = int(source.split(":", 1)[1]) if source != skill_binding.GOAL else -1
+            text = goal if index < 0 else observations[index] if index < len(observations) else ""
+            raw = skill_binding.read(slot.bind, text)
+            value = skill_binding.typed(raw, slot.type) if raw is not None else None
+            if value is None and not slot.bind.always:
+                value = args.get(name)  # not in the text this time: what the model gave, if it gave it
+            if value is None:
+                return (f"skill {self.name} could not read ${name} from {slot.bind.describe()} "
+                        f"(between {slot.bind.left!r} and {slot.bind.right!r}); call the tools directly")
+            filled[arg] = value
+        return ActionRequest(tool=call.tool, args=filled,
+                             thought=f"skill {self.name} v{self.descriptor.version}, call {n + 1} of {self.size}")
+
+    def fits(self, goal: str) -> bool:
+        """Whether every slot bound to the goal can be read from `goal` (else the skill is not offered)."""
+        return all(skill_binding.read(s.bind, goal) is not None for s in self.descriptor.slots
+                   if s.bind is not None and s.bind.always and s.bind.source == skill_binding.GOAL)
 
     def expired(self, now: datetime | None = None) -> bool:
         return self.descriptor.expires_at is not None and self.descriptor.expires_at <= (now or utcnow())
@@ -216,9 +250,10 @@ class SkillLibrary:
         return max(found, key=lambda s: (s.item_id == ref, s.descriptor.version, s.item.created_at))
 
     def offered(self, small_world: SmallWorld, *, now: datetime | None = None) -> list[Skill]:
-        """Active, unexpired skills of the small world's family whose tools it allows (the harness offers these)."""
+        """Active, unexpired skills of the small world's family whose tools it allows and whose goal-bound slots
+        its goal fills (the harness offers these)."""
         return [s for s in self.skills(small_world.family) if s.state is SkillState.active and not s.expired(now)
-                and all(c.tool in small_world.tools for c in s.descriptor.calls)]
+                and all(c.tool in small_world.tools for c in s.descriptor.calls) and s.fits(small_world.goal)]
 
     def retrieve(self, query: str, scope: Scope, k: int = 5) -> list[CarrierItem]:
         """Carrier protocol: active, unexpired skills of the scope's family (best supported first)."""

@@ -76,7 +76,9 @@ class SkillAwarePolicy:
         for skill in self.skills:
             if skill.spec.name in offered and (args := self._bind(skill)) is not None:
                 self.position += len(skill.descriptor.calls)
-                return ActionRequest(tool=skill.spec.name, args=args, thought=f"use skill {skill.name}"), None
+                asked = {s.name for s in skill.descriptor.slots if s.bind is None}  # the runtime reads the rest
+                return ActionRequest(tool=skill.spec.name, args={k: v for k, v in args.items() if k in asked},
+                                     thought=f"use skill {skill.name}"), None
         if self.position >= len(self.plan):
             raise InvalidInputError(f"the plan has {len(self.plan)} actions and none is left; end it with submit")
         self.position += 1

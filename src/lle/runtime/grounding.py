@@ -201,14 +201,23 @@ class SkillTool(Protocol):
     @property
     def spec(self) -> ToolSpec: ...
 
-    def expand(self, args: Mapping[str, JsonValue]) -> list[ActionRequest]: ...
+    @property
+    def size(self) -> int:
+        """Tool calls in the macro."""
+        ...
+
+    def call(self, n: int, args: Mapping[str, JsonValue], *, goal: str,
+             observations: Sequence[str]) -> ActionRequest | str:
+        """The `n`-th call (from 0), its slots filled from `args`, the goal or the observations so far
+        (0: before the macro, k: after call k); or why it cannot be filled."""
+        ...
 
 
 class Grounder:
     """Grounds requests for one small world in one (already reset) world instance.
 
-    `skills` are offered after the world's tools; a call to one is expanded (`expand`) into tool
-    calls that are each grounded like any other request.
+    `skills` are offered after the world's tools; a call to one (checked by `check_skill_call`) is
+    expanded by the harness into tool calls that are each grounded like any other request.
     """
 
     def __init__(self, small_world: SmallWorld, world: ToolWorld, *, record_timings: bool = True,
@@ -257,14 +266,18 @@ class Grounder:
             return self._denied(request, reason)
         return self.execute(request, args, normalized=args != request.args)
 
-    def expand(self, request: ActionRequest) -> tuple[list[ActionRequest], Grounded | None]:
-        """A skill call's tool calls, or (no calls, the malformed result) when its args miss its slots."""
+    def check_skill_call(self, request: ActionRequest) -> Grounded | None:
+        """The malformed result when a skill call's args miss its slots, else None."""
         error = next(iter(self.validators[request.tool].iter_errors(request.args)), None)
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "args"
-            return [], self._malformed(request, f"args of skill {request.tool} do not match its slots at {where}: "
-                                                f"{error.message}")
-        return self.skills[request.tool].expand(request.args), None
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path) or "args"
+        return self._malformed(request, f"args of skill {request.tool} do not match its slots at {where}: "
+                                        f"{error.message}")
+
+    def deny(self, request: ActionRequest, reason: str) -> Grounded:
+        """A request the runtime refuses before the world sees it (recorded, the episode goes on)."""
+        return self._denied(request, reason)
 
     @property
     def schema_names(self) -> list[str]:

@@ -208,19 +208,24 @@ class Episode:
     def _expand(self, index: int, refs: list[str], request: ActionRequest, llm: LLMCall | None) -> None:
         """A skill call: its tool calls, each grounded and committed as its own step; a denied or failed one ends it."""
         skill = self.grounder.skills[request.tool]
-        calls, malformed = self.grounder.expand(request)
+        malformed = self.grounder.check_skill_call(request)
         if malformed is not None:
             step = Step(index=index, context_refs=[*refs, skill.item_id], llm=llm, request=request,
                         executed=malformed.executed, effect=malformed.effect)
             self._commit(step, self._stop_after(index, malformed))
-        for n, call in enumerate(calls):
-            grounded = self.grounder.ground(call)
+        observations = [self.observation]  # bound slots read the goal or what the macro has seen so far
+        for n in range(skill.size):
+            call = skill.call(n, request.args, goal=self.small_world.goal, observations=observations)
+            # A string: a bound slot found nothing to read, so the runtime stops the macro there.
+            grounded = self.grounder.deny(request, call) if isinstance(call, str) else self.grounder.ground(call)
+            observations.append(grounded.effect.observation)
             failed = not grounded.executed.allowed or grounded.executed.status is ActionStatus.error
             note = Feedback(source="runtime", kind="skill", content={
                 "skill": skill.item_id, "tool": request.tool, "args": request.args, "thought": request.thought,
-                "call": n + 1, "of": len(calls), "stopped": failed and n + 1 < len(calls)})
+                "call": n + 1, "of": skill.size, "stopped": failed and n + 1 < skill.size})
             step = Step(index=index + n, context_refs=[*refs, skill.item_id], llm=llm if n == 0 else None,
-                        request=call, executed=grounded.executed, effect=grounded.effect,
+                        request=request if isinstance(call, str) else call, executed=grounded.executed,
+                        effect=grounded.effect,
                         feedback=[*grounded.feedback, note])
             self._commit(step, self._stop_after(index + n, grounded))
             if failed:
