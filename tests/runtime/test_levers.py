@@ -132,6 +132,35 @@ def test_admissible_commands_become_an_enum_in_a_text_game() -> None:
     assert interventions(exp.steps[0])[0]["lever"] == "admissible_masks"
 
 
+def test_a_sql_table_name_is_decoded_from_the_tables_the_world_showed() -> None:
+    sw = open_family("sql/shop-v1").small_world(Split.train, 0, level=0)
+    seen: list[Context] = []
+
+    def describe(context: Context) -> ActionRequest:
+        seen.append(context)
+        branch = next(b for b in context.action_schema["anyOf"]  # type: ignore[union-attr]
+                      if b["properties"]["tool"]["const"] == "describe_table")  # type: ignore[index]
+        first = branch["properties"]["args"]["properties"]["table"]["enum"][0]  # type: ignore[index]
+        return ActionRequest(tool="describe_table", args={"table": first})
+
+    exp = run_episode(sw, ScriptedPolicy(describe), limits=sw.limits.model_copy(update={"max_steps": 1}),
+                      levers=Levers(admissible_masks=True))
+    tables = exp.steps[0].effect.observation
+    branch = next(b for b in seen[0].action_schema["anyOf"]  # type: ignore[union-attr]
+                  if b["properties"]["tool"]["const"] == "describe_table")  # type: ignore[index]
+    enum = branch["properties"]["args"]["properties"]["table"]["enum"]  # type: ignore[index]
+    world = open_world(sw)
+    first_observation, _ = world.reset(seed=sw.seed)
+    world.close()
+    shown = first_observation.split("Tables: ", 1)[1].split(".", 1)[0].split(", ")
+    assert enum == shown and "CREATE TABLE" in tables  # exactly the tables the first observation named
+    assert interventions(exp.steps[0])[0]["lever"] == "admissible_masks"
+    plain: list[Context] = []
+    run_episode(sw, ScriptedPolicy(lambda c: plain.append(c) or ActionRequest(tool="list_tables", args={})),
+                limits=sw.limits.model_copy(update={"max_steps": 1}))
+    assert "enum" not in str(plain[0].action_schema)  # without the lever the schema is the world's own
+
+
 def test_experiences_show_prints_each_steps_interventions(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import subprocess
     import sys

@@ -169,6 +169,16 @@ class SqlWorld(BaseWorld):
         self._close_conn()
         self._cleanup()
 
+    def tools_now(self) -> list[ToolSpec]:
+        """`TOOLS` with `describe_table.table` constrained to the tables the first observation named (the
+        admissible-masks lever decodes it as an enum: a 135M model then cannot ask for a table that is not there)."""
+        if self.task is None:
+            return list(TOOLS)
+        names: list[JsonValue] = [t.name for t in self.task.db.tables]
+        params: dict[str, JsonValue] = {"type": "object", "properties": {"table": {"type": "string", "enum": names}},
+                                        "required": ["table"], "additionalProperties": False}
+        return [t.model_copy(update={"parameters": params}) if t.name == "describe_table" else t for t in TOOLS]
+
     # --- tools ------------------------------------------------------------------------------------
 
     def _do_list_tables(self) -> WorldStep:
