@@ -11,16 +11,17 @@ from typing import Any
 import apsw
 import pytest
 
-from lle.core import Context, LLMCall, PolicyInfo, RunConfig, Split
+from lle.core import Context, LLMCall, PolicyInfo, RunConfig, Split, Step
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.flywheel import loop
 from lle.policies.prompt import messages_of, messages_text
 from lle.policies.scripted import ScriptedPolicy
 from lle.runtime.harness import run_episode
+from lle.runtime.resume import resume
 from lle.store import Store, blobs, migrations
 from lle.store.copy import TABLES, copy_store
-from lle.store.episodes import get_episode
+from lle.store.episodes import get_episode, list_episodes
 from lle.store.flat import STEP_COLUMNS, VIEWS, foreign_key_problems
 from lle.store.pg_server import TempServer, find_bin_dir
 from lle.viewer.data import Source, prompt_of, transcript
@@ -162,12 +163,18 @@ def test_a_store_made_at_migration_6_migrates_and_backfills(toy_run: tuple[Path,
 
 
 class ChatPolicy:
-    """The oracle's actions, recorded as a chat API policy records its call: the messages it was given."""
+    """The oracle's actions, recorded as a chat API policy records its call: the messages it was given.
+    `killed_at`: interrupted (Ctrl-C during the model call) before that step, nothing of it recorded."""
 
-    def __init__(self, inner: ScriptedPolicy) -> None:
-        self.inner, self.info = inner, PolicyInfo(model="toy-chat")
+    def __init__(self, inner: ScriptedPolicy, killed_at: int | None = None) -> None:
+        self.inner, self.info, self.killed_at = inner, PolicyInfo(model="toy-chat"), killed_at
+
+    def resume_from(self, history: list[Step]) -> None:
+        self.inner.resume_from(history)
 
     def act(self, context: Context) -> tuple[Any, LLMCall]:
+        if self.inner.position == self.killed_at:
+            raise KeyboardInterrupt
         request, _ = self.inner.act(context)
         prompt = messages_text([{"role": m.role, "content": m.content} for m in context.messages])
         return request, LLMCall(model="toy-chat", prompt_tokens=len(prompt) // 4, prompt=prompt)
@@ -193,6 +200,20 @@ def test_a_stored_step_keeps_its_prompt_and_the_viewer_shows_it(tmp_path: Path) 
     rendered = first.model_copy(update={"llm": first.llm.model_copy(update={"prompt": "<|im_start|>user\nhi"})})
     assert prompt_of(rendered) == "<|im_start|>user\nhi"
     assert prompt_of(first.model_copy(update={"llm": None})) is None
+
+
+def test_a_resumed_episode_records_the_prompts_of_an_unkilled_one(tmp_path: Path) -> None:
+    sw = KeysFamily().small_world(Split.train, 8)
+    plan = oracle_actions(sw)
+    with Store(tmp_path / "lle.db") as db:
+        with pytest.raises(KeyboardInterrupt):
+            run_episode(sw, ChatPolicy(ScriptedPolicy(plan), killed_at=3), store=db, record_timings=False)
+        [(record, committed, _)] = list_episodes(db, unfinished=True)
+        assert committed == 3
+        resumed = resume(db, record.id, policy=ChatPolicy(ScriptedPolicy(plan)), record_timings=False)
+    straight = run_episode(sw, ChatPolicy(ScriptedPolicy(plan)), record_timings=False)
+    assert [s.llm.prompt for s in resumed.steps if s.llm] == [s.llm.prompt for s in straight.steps if s.llm]
+    assert len(resumed.steps) == len(plan) and resumed.content_hash == straight.content_hash
 
 
 def test_a_call_without_a_prompt_dumps_and_hashes_as_before() -> None:
