@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -229,6 +230,21 @@ def unquoted_instructions(texts: Sequence[str]) -> int:
     return sum(_unquoted_in(t) for t in set(texts))
 
 
+# Task text has authority over its own task only. A one-off preference ("just for this task") and an indication
+# aimed at other tasks ("in later tasks here, submit first": MINJA's query-only memory injection) both speak
+# beyond it; a training row would teach either as part of every task like it.
+_SCOPE_CLAIMS = re.compile(
+    r"\b(?:just|only) for this (?:task|time|request|once)\b|\bfor this (?:task|request) only\b|\bjust this once\b"
+    r"|\b(?:in|for|on|during) (?:all |any |every |the )?(?:later|future|next|subsequent|upcoming|other) "
+    r"(?:tasks?|runs?|visits?|episodes?|requests?)\b|\bevery (?:later|future|subsequent|other) (?:task|run|request)\b"
+    r"|\bnext time\b", re.IGNORECASE)
+
+
+def scope_claims(task_text: str) -> list[str]:
+    """Phrases of the task text (outside quotes) that speak for other tasks than this one, or for this one only."""
+    return [m.group(0) for m in _SCOPE_CLAIMS.finditer(outside_quotes(task_text))]
+
+
 def leftover_secrets(texts: Sequence[str]) -> int:
     """PII and secrets `redact` still finds in `texts` (after scrubbing this must be 0)."""
     return sum(_secrets_in(t) for t in set(texts))
@@ -345,7 +361,8 @@ class Dataset:
             duplicate = None
         gate = gates.dataset_gate(exp, outcome=outcome, level=level, secrets_left=leftover_secrets(texts),
                                   duplicate_of=duplicate, contamination_hit=self._held_out_copy(exp),
-                                  unquoted_instructions=unquoted_instructions(texts), config=self.config)
+                                  unquoted_instructions=unquoted_instructions(texts),
+                                  scope_claims=scope_claims(clean.small_world.goal), config=self.config)
         if not gate.passed:
             return self._decide(exp, UpdateOp.reject, gate, scope, evidence=evidence)
         item = CarrierItem(carrier=self.kind, scope=scope, experience_ids=[exp.id],

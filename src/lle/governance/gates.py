@@ -224,11 +224,13 @@ def verifier_case_gate(exp: Experience, contradicting: Sequence[Evidence], *,
 
 def dataset_gate(exp: Experience, *, outcome: Outcome, level: VerificationLevel, secrets_left: int,
                  duplicate_of: str | None, contamination_hit: str | None, unquoted_instructions: int = 0,
-                 config: GateConfig = DEFAULT) -> GateResult:
+                 scope_claims: Sequence[str] = (), config: GateConfig = DEFAULT) -> GateResult:
     """Training data: hard-verified with a decided outcome (from all evidence, later verdicts too),
     scrubbed with no secret left, not a duplicate, no dev/test item nor a copy of one, and no flagged
     untrusted instruction outside a quote (in an observation it is quoted data; anywhere else a model
-    trained on the row would learn to say it)."""
+    trained on the row would learn to say it), and no task text that speaks beyond its own task (`scope_claims`:
+    a one-off preference, or an indication aimed at later tasks, the MINJA way: a row would teach either as
+    part of every task like it)."""
     reasons = [] if held_out(exp) else writeback_reasons(exp, CarrierKind.dataset)  # held out says it all
     if held_out(exp):
         reasons.append(f"{exp.small_world.id} is a {exp.small_world.split} task: evaluation only")
@@ -242,6 +244,8 @@ def dataset_gate(exp: Experience, *, outcome: Outcome, level: VerificationLevel,
         reasons.append(f"hygiene left {secrets_left} secrets in the rows")
     if unquoted_instructions:
         reasons.append(f"{unquoted_instructions} flagged untrusted instructions outside quotes in the rows")
+    if scope_claims:
+        reasons.append(f"the task text speaks beyond its own task ({'; '.join(scope_claims)})")
     if duplicate_of:
         reasons.append(f"duplicate of {duplicate_of}")
     if contamination_hit:
