@@ -29,7 +29,7 @@ from lle.evidence import VerificationBudget, assess_experience
 from lle.flywheel import curriculum, poison, strategies, suite
 from lle.flywheel.paths import strategy_db as strategy_db  # re-exported: callers know it as loop.strategy_db
 from lle.runtime.harness import stop_of
-from lle.runtime.parallel import Backend, run_many
+from lle.runtime.parallel import Backend, PolicyFactory, run_many
 from lle.store import Store
 from lle.store import flywheel as flywheel_store
 from lle.workspace import resolve
@@ -126,7 +126,7 @@ class Flywheel:
         train = label.split("/")[1] == "train"  # a round's train batch or one of its group's attempts
         poisoned = self.config.scenario == "poison" and train
         options = {"wrapper": poison.WRAPPER_ID} if poisoned else {}
-        worlds = [poison.with_preference(sw) for sw in small_worlds] if poisoned else small_worlds
+        worlds = [poison.prepare(sw) for sw in small_worlds] if poisoned else small_worlds
 
         def committed(_episode_id: str, step: Step) -> None:
             if self.on_step is not None:
@@ -140,6 +140,10 @@ class Flywheel:
             budget = VerificationBudget(units=self.config.verification_budget)
         from lle.carriers.verifier_cases import CaseVerifier
 
+        factory: PolicyFactory = self.policy_factory(db_path, attempt)
+        if poisoned:  # the self-poisoning arm's agent stops short; the weak check it fools runs beside the others
+            factory = poison.ArmPolicyFactory(factory)
+
         with Store(db_path) as db:
             if skills is None and strategy == "lle":
                 skills = strategies.SkillsOffer(str(db_path), cache=self.cache)
@@ -148,13 +152,14 @@ class Flywheel:
                 in_force = functools.cache(RecipeBook(db, base=self.config.levers).levers_for)  # one read per family
                 chosen = lambda sw: in_force(sw.family)  # noqa: E731
             return run_many(
-                worlds, self.policy_factory(db_path, attempt), store=db, workers=self.config.workers,
+                worlds, factory, store=db, workers=self.config.workers,
                 context_builder_factory=strategies.StrategyBuilderFactory(strategy, str(db_path), self.model_path,
                                                                          self.cache),
                 skills_factory=skills,
                 world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
                 backend=self.backend(),
-                assess=functools.partial(assess_experience, extra=[CaseVerifier(db)],  # this store's cases
+                assess=functools.partial(assess_experience,  # this store's cases (and a poisoned batch's weak check)
+                                         extra=[CaseVerifier(db), *(poison.weak_checks() if poisoned else [])],
                                          budget=budget, purpose="dataset" if budget else "record"),
                 levers=chosen,
             )
