@@ -43,7 +43,8 @@ from lle.errors import (
     UnknownIdError,
 )
 from lle.store import blobs, flat, trajectory
-from lle.store.locations import check_file, is_url
+from lle.store.locations import check_file
+from lle.store.locations import is_url as is_url  # re-exported: callers import it from here
 
 BUSY_TIMEOUT_MS = 60_000
 ID_TABLES = {"exp": "experiences", "evd": "evidence", "upd": "updates", "rev": "revocations", "itm": "carrier_items"}
