@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lle.carriers.skills import Skill, SkillLibrary
 from lle.context import binding as skill_binding
 from lle.context.binding import SlotBinding
-from lle.carriers.skills import Skill, SkillLibrary
 from lle.core import ActionRequest, ActionStatus, Experience, Outcome, SmallWorld, Split
 from lle.evidence import assess_experience
 from lle.policies.scripted import ScriptedPolicy
@@ -64,6 +64,11 @@ def test_a_binding_is_kept_only_where_it_reads_back_every_value() -> None:
     assert skill_binding.read(partial, texts[-1]) is None
     assert skill_binding.find(values, {"goal": texts}, worlds=["a", "a", "c", "d"], min_reads=3) is None
     assert skill_binding.typed("18", "integer") == 18 and skill_binding.typed("x", "integer") is None
+    # One word before a worded right anchor reads the door's exit wherever it stands in the list.
+    exits = ["Exits: north, east through a locked blue door.", "Exits: west through a locked red door, south."]
+    door = skill_binding.find(["east", "west"], {"observation:0": exits})
+    assert door == SlotBinding(source="observation:0", right=" through a locke", occurrence="word_before")
+    assert skill_binding.read(door, "Exits: south, north, up through a locked door.") == "up"
 
 
 def test_a_mined_math_skill_reads_its_arguments_so_the_model_only_names_it(store: Store) -> None:
@@ -122,3 +127,37 @@ def test_a_skill_bound_to_the_goal_is_offered_only_where_the_goal_fills_it() -> 
     assert isinstance(call, ActionRequest) and call.args == {"answer": "7"}
     missing = skill.call(1, {}, goal="Calculate 3 + 4.", observations=["Calculate 3 + 4.", "error: no result"])
     assert isinstance(missing, str) and "could not read $answer from the result of call 1" in missing
+
+
+def test_skills_first_puts_a_fitting_skill_where_a_small_model_looks() -> None:
+    """A policy that takes the first tool it is offered (a 135M model's habit) solves the task with the lever."""
+    from lle.carriers.skill_mining import SkillCall, SkillDescriptor, SkillSlot
+    from lle.carriers.skills import SkillState
+    from lle.core import CarrierItem, CarrierKind, Context, Levers, Scope, ScopeLevel
+
+    calls = [SkillCall(tool="calculate", slots={"expression": "expression"}),
+             SkillCall(tool="submit", slots={"answer": "answer"})]
+    slots = [SkillSlot(name="expression", bind=SlotBinding(source="goal", left="Calculate ", right=".")),
+             SkillSlot(name="answer", bind=SlotBinding(source="observation:1", left=" = ", occurrence="last"))]
+    desc = SkillDescriptor(name="calculate_submit", family="math", calls=calls, slots=slots).finished()
+    skill = Skill(CarrierItem(carrier=CarrierKind.skills, scope=Scope(level=ScopeLevel.family, family="math"),
+                              content=desc.model_dump(mode="json")), desc, SkillState.active)
+    seen: list[Context] = []
+
+    def first_tool(context: Context) -> ActionRequest:
+        seen.append(context)
+        tool = context.action_schema["anyOf"][0]["properties"]["tool"]["const"]  # type: ignore[index]
+        return ActionRequest(tool=str(tool), args={} if str(tool).startswith("skill_") else {"expression": "1 + 1"})
+
+    sw = ARITH.small_world(Split.train, 41, level=0)
+    exp = run_episode(sw, ScriptedPolicy(first_tool), skills=[skill], levers=Levers(skills_first=True),
+                      assess=assess_experience)
+    assert exp.outcome is Outcome.passed and [s.executed.tool for s in exp.steps] == ["calculate", "submit"]
+    assert "Learned skills you may call" in seen[0].messages[-1].content and "skill_calculate_submit()" in \
+        seen[0].messages[-1].content
+    lever = [f.content for f in exp.steps[0].feedback if f.kind == "intervention"]
+    assert {"lever": "skills_first", "tools": ["skill_calculate_submit"]} in lever
+    seen.clear()
+    plain = run_episode(sw, ScriptedPolicy([ActionRequest(tool="calculate", args={"expression": "1 + 1"})] * 4),
+                        skills=[skill], levers=Levers())
+    assert plain.outcome is not Outcome.passed  # without the lever nothing was moved or named

@@ -26,8 +26,8 @@ from typing import Any
 from pydantic import JsonValue, ValidationError
 
 from lle.carriers import skill_mining
-from lle.context import binding as skill_binding
 from lle.carriers.skill_mining import SKILL_FEEDBACK, MiningConfig, SkillDescriptor, Trace, trace_of, used_skills
+from lle.context import binding as skill_binding
 from lle.core import (
     ActionRequest,
     CarrierItem,

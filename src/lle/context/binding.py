@@ -18,6 +18,7 @@ stops the macro with a denied step saying so.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 ANCHOR_CHARS = 16
 """Longest anchor kept on either side: enough to find the place, short enough to generalize."""
 GOAL = "goal"
+Occurrence = Literal["first", "last", "word_before"]
 
 
 class SlotBinding(BaseModel):
@@ -37,8 +39,10 @@ class SlotBinding(BaseModel):
     source: str = Field(pattern=r"^(goal|observation:[0-9]{1,2})$")
     left: str = Field(default="", max_length=ANCHOR_CHARS)
     right: str = Field(default="", max_length=ANCHOR_CHARS)
-    occurrence: Literal["first", "last"] = "first"
-    """Which occurrence of `left` starts the value (a result is usually the last thing an observation says)."""
+    occurrence: Occurrence = "first"
+    """Which occurrence of `left` starts the value (a result is usually the last thing an observation says);
+    `word_before`: the one word right before `right` (`Exits: north, east through a locked door` gives the
+    door's `east` wherever it stands in the list, where a left anchor `, ` would not)."""
     always: bool = True
     """Read in every supporting occurrence; False: only where the anchors are found (the model gives it elsewhere)."""
 
@@ -51,6 +55,10 @@ class SlotBinding(BaseModel):
 
 def read(binding: SlotBinding, text: str) -> str | None:
     """The value `binding` points at in `text`, or None when its anchors are not there (or it is empty)."""
+    if binding.occurrence == "word_before":
+        end = text.find(binding.right) if binding.right else -1
+        word = re.search(r"([^\s,;:]+)$", text[:end].rstrip()) if end >= 0 else None
+        return word.group(1) if word else None
     if binding.left:
         at = text.find(binding.left) if binding.occurrence == "first" else text.rfind(binding.left)
         if at < 0:
@@ -98,16 +106,20 @@ def _common_suffix(texts: Sequence[str]) -> str:
     return _common_prefix([t[::-1] for t in texts])[::-1][-ANCHOR_CHARS:]
 
 
-def _anchored(source: str, texts: Sequence[str], wanted: Sequence[str],
-              occurrence: Literal["first", "last"]) -> SlotBinding | None:
-    """The anchors every (text, value) pair shares around the value's `occurrence`; None if one lacks it."""
-    places = [t.find(w) if occurrence == "first" else t.rfind(w) for t, w in zip(texts, wanted, strict=True)]
+def _anchored(source: str, texts: Sequence[str], wanted: Sequence[str], occurrence: Occurrence,
+              at: Literal["first", "last"]) -> SlotBinding | None:
+    """The anchors every (text, value) pair shares around the value's first or last place (`at`); None if
+    one lacks it (or, for `word_before`, when a value is not one word or the right anchor has no word)."""
+    places = [t.rfind(w) if at == "last" else t.find(w) for t, w in zip(texts, wanted, strict=True)]
     if not texts or any(p < 0 for p in places):
         return None
     lefts = [t[:p] for t, p in zip(texts, places, strict=True)]
-    rights = [t[p + len(w):] for t, p, w in zip(texts, places, wanted, strict=True)]
-    return SlotBinding(source=source, left=_common_suffix(lefts), right=_common_prefix(rights)[:ANCHOR_CHARS],
-                       occurrence=occurrence)
+    right = _common_prefix([t[p + len(w):] for t, p, w in zip(texts, places, wanted, strict=True)])[:ANCHOR_CHARS]
+    if occurrence == "word_before":
+        if not re.search(r"\w", right) or any(not re.fullmatch(r"[^\s,;:]+", w) for w in wanted):
+            return None
+        return SlotBinding(source=source, right=right, occurrence=occurrence)
+    return SlotBinding(source=source, left=_common_suffix(lefts), right=right, occurrence=occurrence)
 
 
 def find(values: Sequence[JsonValue], sources: Mapping[str, Sequence[str | None]], *,
@@ -121,12 +133,13 @@ def find(values: Sequence[JsonValue], sources: Mapping[str, Sequence[str | None]
         return None
     pairs = {source: [(t, w) for t, w in zip(texts, wanted, strict=True)] for source, texts in sources.items()
              if len(texts) == len(wanted)}
-    occurrences: tuple[Literal["first", "last"], ...] = ("first", "last")
+    occurrences: tuple[tuple[Occurrence, Literal["first", "last"]], ...] = (
+        ("word_before", "first"), ("word_before", "last"), ("first", "first"), ("last", "last"))
     for source, both in pairs.items():
         if all(t is not None for t, _ in both):
             texts, values_ = [t or "" for t, _ in both], [w or "" for _, w in both]
-            for occurrence in occurrences:
-                binding = _anchored(source, texts, values_, occurrence)
+            for occurrence, at in occurrences:
+                binding = _anchored(source, texts, values_, occurrence, at)
                 if binding is not None and all(read(binding, t) == w for t, w in zip(texts, values_, strict=True)):
                     return binding
     if min_reads <= 0 or len(worlds) != len(wanted):
@@ -135,10 +148,11 @@ def find(values: Sequence[JsonValue], sources: Mapping[str, Sequence[str | None]
         where = [i for i, (t, w) in enumerate(both) if t is not None and w is not None and w in t]
         if len({worlds[i] for i in where}) < min_reads:
             continue
-        for occurrence in occurrences:
+        for occurrence, at in occurrences:
             binding = _anchored(source, [both[i][0] or "" for i in where], [both[i][1] or "" for i in where],
-                                occurrence)
-            if binding is None or not binding.left:  # without a left anchor it would read from anywhere
+                                occurrence, at)
+            if binding is None or not (binding.left or binding.occurrence == "word_before"):
+                # without a left anchor it would read from anywhere
                 continue
             binding = binding.model_copy(update={"always": False})
             reads = [(i, read(binding, t)) for i, (t, _) in enumerate(both) if t is not None]
