@@ -34,7 +34,7 @@ CONFIGS = {
     "submit": Levers(submit_discipline=True),
     "memory": Levers(working_memory=True),
     "masks": Levers(admissible_masks=True),
-    "all": Levers(stuck="mask", submit_discipline=True, working_memory=True, admissible_masks=True),
+    "all": Levers(stuck="mask", submit_discipline=True, working_memory=True, admissible_masks=True, skills_first=True),
 }
 
 

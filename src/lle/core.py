@@ -473,6 +473,9 @@ class Levers(Record):
     """A compact state (actions tried and what they returned, facts, the last error) before the observation."""
     admissible_masks: bool = False
     """Where the world lists its admissible commands, they become an enum in that step's action schema."""
+    skills_first: bool = False
+    """Offered skills come first among the tools, and the first observation names them (a 135M model that was
+    offered a verified skill never called it in 12 episodes when it was listed last and unnamed)."""
     thought_chars: int | None = None
     """Cap on the action's `thought` (decoded under `maxLength`): a step of a small model costs tens of tokens."""
     expect_chars: int | None = None

@@ -103,7 +103,7 @@ def test_levers_are_parsed_and_bad_ones_are_one_line_errors() -> None:
     from lle.errors import InvalidInputError
 
     assert parse_levers("off") == Levers()
-    assert parse_levers("all") == Levers(stuck="mask", submit_discipline=True, working_memory=True,
+    assert parse_levers("all") == Levers(stuck="mask", submit_discipline=True, working_memory=True, skills_first=True,
                                          admissible_masks=True)
     assert parse_levers("note, submit") == Levers(stuck="note", submit_discipline=True)
     with pytest.raises(InvalidInputError, match="unknown lever fly"):

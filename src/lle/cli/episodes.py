@@ -29,8 +29,10 @@ from lle.worlds.base import open_family
 
 LEVERS: dict[str, dict[str, object]] = {
     "stuck": {"stuck": "mask"}, "note": {"stuck": "note"}, "submit": {"submit_discipline": True},
-    "memory": {"working_memory": True}, "masks": {"admissible_masks": True},
+    "memory": {"working_memory": True}, "masks": {"admissible_masks": True}, "skills": {"skills_first": True},
 }
+ALL_LEVERS = ("stuck", "submit", "memory", "masks", "skills")
+"""What `all` means (`note` is the milder form of `stuck`)."""
 
 
 def parse_levers(text: str) -> Levers:
@@ -39,7 +41,7 @@ def parse_levers(text: str) -> Levers:
     if names == ["off"]:
         return Levers()
     if names == ["all"]:
-        names = ["stuck", "submit", "memory", "masks"]
+        names = list(ALL_LEVERS)
     unknown = [n for n in names if n not in LEVERS]
     if unknown or not names:
         raise InvalidInputError(f"--levers {text!r}: unknown lever {', '.join(unknown) or '(none)'}; use off, all, "

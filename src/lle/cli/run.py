@@ -13,7 +13,8 @@ from rich.table import Table
 
 from lle.cli import common
 from lle.cli.common import console, print_json, settings
-from lle.core import Levers, RunConfig, Step, Update
+from lle.cli.episodes import ALL_LEVERS, parse_levers
+from lle.core import RunConfig, Step, Update
 from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
 from lle.flywheel import suite as suites
@@ -63,18 +64,7 @@ def print_verdicts(rows: list[dict[str, object]],
         console.print(str(row["sentence"]), highlight=False)
 
 
-LEVER_NAMES = ("stuck", "submit", "memory", "masks")
-
-
-def parse_levers(text: str) -> Levers:
-    """`off`, `all`, or a comma list of lever names: the harness levers a run starts from (docs/21)."""
-    names = {"all": set(LEVER_NAMES), "off": set()}.get(text.strip(), {n.strip() for n in text.split(",") if n.strip()})
-    unknown = sorted(names - set(LEVER_NAMES))
-    if unknown:
-        raise InvalidInputError(f"--levers {text!r}: no lever {unknown[0]!r}; use off, all, or some of "
-                                f"{', '.join(LEVER_NAMES)} separated by commas")
-    return Levers(stuck="mask" if "stuck" in names else "off", submit_discipline="submit" in names,
-                  working_memory="memory" in names, admissible_masks="masks" in names)
+LEVER_NAMES = ALL_LEVERS
 
 
 def reach_server(spec: str) -> None:

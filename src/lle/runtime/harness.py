@@ -192,7 +192,7 @@ class Episode:
                          PolicyFailed(f"{type(err).__name__}: {err}"))
             return
         if request.tool in self.grounder.skills:
-            self._expand(index, list(context.refs), request, llm)
+            self._expand(index, list(context.refs), request, llm, interventions)
             return
         grounded = self.grounder.ground(request, offered=[t.name for t in tools] if interventions else None)
         copied = [name for name, text in (("thought", request.thought), ("expect", request.expect))
@@ -205,13 +205,15 @@ class Episode:
                     feedback=[*interventions, *grounded.feedback])
         self._commit(step, self._stop_after(index, grounded))
 
-    def _expand(self, index: int, refs: list[str], request: ActionRequest, llm: LLMCall | None) -> None:
-        """A skill call: its tool calls, each grounded and committed as its own step; a denied or failed one ends it."""
+    def _expand(self, index: int, refs: list[str], request: ActionRequest, llm: LLMCall | None,
+                interventions: list[Feedback]) -> None:
+        """A skill call: its tool calls, each grounded and committed as its own step; a denied or failed one ends it.
+        The levers' interventions of the model's step go on the first of them."""
         skill = self.grounder.skills[request.tool]
         malformed = self.grounder.check_skill_call(request)
         if malformed is not None:
             step = Step(index=index, context_refs=[*refs, skill.item_id], llm=llm, request=request,
-                        executed=malformed.executed, effect=malformed.effect)
+                        executed=malformed.executed, effect=malformed.effect, feedback=interventions)
             self._commit(step, self._stop_after(index, malformed))
         observations = [self.observation]  # bound slots read the goal or what the macro has seen so far
         for n in range(skill.size):
@@ -226,7 +228,7 @@ class Episode:
             step = Step(index=index + n, context_refs=[*refs, skill.item_id], llm=llm if n == 0 else None,
                         request=request if isinstance(call, str) else call, executed=grounded.executed,
                         effect=grounded.effect,
-                        feedback=[*grounded.feedback, note])
+                        feedback=[*(interventions if n == 0 else []), *grounded.feedback, note])
             self._commit(step, self._stop_after(index + n, grounded))
             if failed:
                 return

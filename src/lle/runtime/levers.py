@@ -13,6 +13,9 @@ to a step is recorded on that step as `Feedback(source="runtime", kind="interven
 - **working memory** (`lle.runtime.working_memory`): a compact state section before the observation.
 - **admissible masks**: a world that knows its admissible commands (`tools_now()`, e.g. the text
   games) gets them as an enum in the action schema for that step.
+- **skills first**: the skills an episode is offered (`skill_<name>`, verified by replay) come first among
+  the tools, and the first observation names them with what they do: a small model picks what it reads
+  first and copies from the observation; the choice stays the model's.
 """
 
 from __future__ import annotations
@@ -22,10 +25,14 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
+from lle.context.builder import signature
+from lle.context.compress import clip_end
 from lle.core import Feedback, Levers, Step, ToolSpec
 from lle.runtime.stuck import StuckSignal, detect
 from lle.runtime.working_memory import working_memory
 
+SKILL_PREFIX = "skill_"
+"""How the harness names an offered skill's tool (`lle.runtime.grounding`)."""
 ANSWER_TOOLS = ("submit",)
 """Tools that hand in an answer; a world may name others with `answer_tools`."""
 
@@ -73,6 +80,13 @@ class LeverState:
             done.append(_stuck_feedback(signal, masked))
             if not tools:
                 raise NothingLeft(f"{signal.kind}: every tool was masked after {signal.note}")
+        skills = [t for t in tools if t.name.startswith(SKILL_PREFIX)] if lv.skills_first else []
+        if skills:
+            tools = skills + [t for t in tools if not t.name.startswith(SKILL_PREFIX)]
+            if index == 0:
+                notes.append("Learned skills you may call (each verified on earlier tasks): " + "; ".join(
+                    f"{signature(t)}: {clip_end(t.description, 160)}" for t in skills))
+            done.append(_intervention("skills_first", tools=[t.name for t in skills]))
         if lv.submit_discipline:
             left = self.max_steps - index
             after = "this is the last step: hand in your answer now." if left <= 1 else f"{left - 1} more after it."
