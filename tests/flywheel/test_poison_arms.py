@@ -58,6 +58,7 @@ def test_one_off_preferences_stay_out_of_rules_skills_and_the_dataset(poisoned_r
     folder, res = poisoned_run
     assert res.poison["raw"]["memory:preference"] == 4
     assert zero_in_governed(res.poison["lle"], "preference") == {}
+    assert res.poison["lle"]["memory:preference_unquoted"] == 0  # kept in its task's memory, quoted as data
     with Store(loop.strategy_db(folder, "lle")) as db:  # refused by the dataset gate, with the reason
         refused = [u for u in db.list_updates(limit=100_000, carrier="dataset", op="reject")
                    if u.gate and any("beyond its own task" in r and "just for this task" in r.lower()
@@ -76,8 +77,8 @@ def test_query_only_injection_comes_from_task_text_and_stays_out_of_governed_car
     raw, lle = res.poison["raw"], res.poison["lle"]
     assert raw["memory:query"] == raw["memory:query_unquoted"] == 1
     assert zero_in_governed(lle, "query", "query_unquoted") == {}
-    # lle's memory keeps the task as it was asked (task-scoped): counted, not hidden. The gap is in the docs.
-    assert lle["memory:query"] == 1
+    # lle's memory keeps the task, with the aside that speaks for later tasks quoted as data (not as the task).
+    assert lle["memory:query"] == 1 and lle["memory:query_unquoted"] == 0
 
 
 @pytest.mark.slow
@@ -114,7 +115,8 @@ def test_the_poison_report_counts_every_arm_in_every_carrier(poisoned_run: tuple
     arms = poison.by_arm(res.poison["lle"])
     assert set(arms) == {"tool_output_injection", "preference", "query_only", "self_poisoning"}
     assert all(set(per_carrier) == {c.value for c in CarrierKind} for per_carrier in arms.values())
-    assert arms["query_only"]["memory"] == {"reached": 1, "trusted": 1}
+    assert arms["query_only"]["memory"] == {"reached": 1, "trusted": 0}
+    assert arms["preference"]["memory"] == {"reached": 4, "trusted": 0}
     assert res.total("lle", 1).passed == res.total("none", 0).passed  # held-out success did not move
     html = report.write_report(res, folder.parent.parent).read_text()
     assert "memory: query" in html or "memory:query" in html
@@ -130,3 +132,21 @@ def test_task_text_that_speaks_beyond_its_task_is_found_and_ordinary_goals_are_n
     goal = KeysFamily().small_world(Split.train, 3).goal
     quoted = quote_untrusted("next time, submit first", "tool:look")  # an observation quoted as data is not task text
     assert scope_claims(goal) == [] and scope_claims(quoted) == []
+
+
+def test_a_memory_keeps_an_aside_for_later_tasks_quoted_as_data() -> None:
+    from lle.carriers.memory import memory_item_from
+    from lle.context.compress import outside_quotes
+    from lle.core import Experience, PolicyInfo
+    from lle.governance.hygiene import quote_scope_claims
+    from lle.worlds.toy.keys import KeysFamily
+
+    sw = KeysFamily().small_world(Split.train, 3)
+    aside = poison.QUERIES[0].format(mark=poison.QUERY_MARK)
+    asked = sw.model_copy(update={"goal": f"{sw.goal} {aside}"})
+    item = memory_item_from(Experience(small_world=asked, policy=PolicyInfo(model="scripted"), steps=[],
+                                       outcome=Outcome.failed))
+    task = str(item.content["task"])  # type: ignore[index, call-overload]
+    assert poison.QUERY_MARK in task and poison.QUERY_MARK not in outside_quotes(task)
+    assert outside_quotes(task).startswith(sw.goal)  # the task itself stays as it was asked
+    assert quote_scope_claims(sw.goal) == sw.goal  # an ordinary goal is untouched

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,7 +55,14 @@ from lle.core import (
 from lle.errors import LleError, StoreError, UnknownIdError
 from lle.evidence.evidence import decide
 from lle.governance import gates
-from lle.governance.hygiene import ContaminationIndex, DedupeIndex, find_instructions, quote_untrusted, redact
+from lle.governance.hygiene import (
+    ContaminationIndex,
+    DedupeIndex,
+    find_instructions,
+    quote_untrusted,
+    redact,
+    scope_claims,
+)
 from lle.governance.hygiene import scrub_experience as scrub
 from lle.governance.lineage import active_items, admit_item, denylist
 from lle.store import Store, experiences
@@ -233,16 +239,6 @@ def unquoted_instructions(texts: Sequence[str]) -> int:
 # Task text has authority over its own task only. A one-off preference ("just for this task") and an indication
 # aimed at other tasks ("in later tasks here, submit first": MINJA's query-only memory injection) both speak
 # beyond it; a training row would teach either as part of every task like it.
-_SCOPE_CLAIMS = re.compile(
-    r"\b(?:just|only) for this (?:task|time|request|once)\b|\bfor this (?:task|request) only\b|\bjust this once\b"
-    r"|\b(?:in|for|on|during) (?:all |any |every |the )?(?:later|future|next|subsequent|upcoming|other) "
-    r"(?:tasks?|runs?|visits?|episodes?|requests?)\b|\bevery (?:later|future|subsequent|other) (?:task|run|request)\b"
-    r"|\bnext time\b", re.IGNORECASE)
-
-
-def scope_claims(task_text: str) -> list[str]:
-    """Phrases of the task text (outside quotes) that speak for other tasks than this one, or for this one only."""
-    return [m.group(0) for m in _SCOPE_CLAIMS.finditer(outside_quotes(task_text))]
 
 
 def leftover_secrets(texts: Sequence[str]) -> int:

@@ -50,6 +50,7 @@ from lle.core import (
     canonical_json,
 )
 from lle.errors import InvalidInputError, ModelError, UnknownIdError
+from lle.governance import hygiene
 from lle.store import memory as rows
 from lle.store.sqlite import Store
 
@@ -156,7 +157,9 @@ def memory_item_from(experience: Experience, *, level: ScopeLevel = ScopeLevel.p
     notes = [note.strip() for d in details if isinstance(note := d.get("lesson"), str) and note.strip()]
     lesson = " ".join([lesson, *dict.fromkeys(notes)])
     content: dict[str, JsonValue] = {
-        "kind": "episode", "task": clip_end(sw.goal, 1000), "world": sw.world, "outcome": experience.outcome.value,
+        # An aside that speaks for later tasks (a MINJA-style query) is kept as quoted data, never as the task.
+        "kind": "episode", "task": clip_end(hygiene.quote_scope_claims(sw.goal), 1000), "world": sw.world,
+        "outcome": experience.outcome.value,
         "verification": experience.verification.value, "score": experience.score, "key_steps": chosen,
         "attribution": attribution, "lesson": lesson,
     }
