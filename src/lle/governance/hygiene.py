@@ -136,7 +136,7 @@ def scrub_experience(exp: Experience, *, quote_all: bool = False) -> Experience:
             if observation and (snippets or quote_all):
                 effect["observation"] = quote_untrusted(observation, f"tool:{step['executed']['tool']}")
                 quoted.append(index)
-        for key in ("request", "executed", "effect", "feedback"):
+        for key in ("request", "executed", "effect", "feedback", "llm"):  # the llm call keeps its prompt
             step[key] = _redact_json(step[key], counts)
     for ev in data["evidence"]:
         ev["detail"] = _redact_json(ev["detail"], counts)
