@@ -32,7 +32,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from lle.core import RunConfig, Split, canonical_json
+from lle.config import RunConfig
+from lle.core import Split, canonical_json
 from lle.evidence import assess_experience
 from lle.flywheel import loop, poison, report
 from lle.governance.hygiene import ContaminationIndex

@@ -22,7 +22,8 @@ import sys
 import time
 from typing import Any
 
-from lle.core import Experience, Levers, RunConfig, Split
+from lle.config import Levers, RunConfig
+from lle.core import Experience, Split
 from lle.flywheel import suite as suites
 from lle.flywheel.loop import model_path
 from lle.flywheel.strategies import SpecPolicyFactory, StrategyBuilderFactory

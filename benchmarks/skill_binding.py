@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from lle.carriers.skills import SkillLibrary
-from lle.core import ActionRequest, Experience, Levers, RunConfig, SmallWorld, Split
+from lle.config import Levers, RunConfig
+from lle.core import ActionRequest, Experience, SmallWorld, Split
 from lle.evidence import assess_experience
 from lle.flywheel.loop import model_path
 from lle.flywheel.strategies import SkillsOffer, SpecPolicyFactory, StrategyBuilderFactory

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from lle.config import PERSISTED_TYPES
 from lle.core import (
-    PERSISTED_TYPES,
     ActionRequest,
     ActionStatus,
     Change,

@@ -20,7 +20,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 ORDER: tuple[tuple[str, ...], ...] = (
-    ("lle", "lle.core", "lle.errors", "lle.actions", "lle.registry"),
+    ("lle", "lle.core", "lle.config", "lle.errors", "lle.actions", "lle.registry"),
     ("lle.store", "lle.workspace"),
     ("lle.sandbox",),
     ("lle.context",),

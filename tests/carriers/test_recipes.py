@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from lle.carriers.recipes import RecipeBook, failure_levers
+from lle.config import Levers
 from lle.core import (
     ActionRequest,
     Effect,
     ExecutedAction,
     Experience,
     Feedback,
-    Levers,
     Outcome,
     PolicyInfo,
     SmallWorld,

@@ -133,7 +133,8 @@ def test_skills_first_puts_a_fitting_skill_where_a_small_model_looks() -> None:
     """A policy that takes the first tool it is offered (a 135M model's habit) solves the task with the lever."""
     from lle.carriers.skill_mining import SkillCall, SkillDescriptor, SkillSlot
     from lle.carriers.skills import SkillState
-    from lle.core import CarrierItem, CarrierKind, Context, Levers, Scope, ScopeLevel
+    from lle.config import Levers
+    from lle.core import CarrierItem, CarrierKind, Context, Scope, ScopeLevel
 
     calls = [SkillCall(tool="calculate", slots={"expression": "expression"}),
              SkillCall(tool="submit", slots={"answer": "answer"})]

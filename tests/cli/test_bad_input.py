@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lle.core import Experience, RunConfig
+from lle.config import RunConfig
+from lle.core import Experience
 from lle.store import Store
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only or a tiny filesystem needs root")

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from factories import build_experience
 from lle.cli.main import app
-from lle.core import RunConfig
+from lle.config import RunConfig
 from lle.flywheel import loop
 from lle.store import Store
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from lle.core import RunConfig
+from lle.config import RunConfig
 from lle.flywheel.loop import Flywheel
 from lle.store import Store, experiences
 

@@ -5,18 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lle.core import (
-    CarrierKind,
-    Evidence,
-    Outcome,
-    RunConfig,
-    Scope,
-    ScopeLevel,
-    SmallWorld,
-    Split,
-    Step,
-    Strength,
-)
+from lle.config import RunConfig
+from lle.core import CarrierKind, Evidence, Outcome, Scope, ScopeLevel, SmallWorld, Split, Step, Strength
 from lle.evidence import assess_experience, verifier
 from lle.evidence.verifiers import evidence
 from lle.flywheel import loop

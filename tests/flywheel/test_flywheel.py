@@ -16,7 +16,8 @@ import pytest
 
 from lle.carriers.skill_mining import used_skills
 from lle.carriers.skills import SkillLibrary, SkillState
-from lle.core import Outcome, RunConfig, Split, UpdateOp
+from lle.config import RunConfig
+from lle.core import Outcome, Split, UpdateOp
 from lle.flywheel import loop, report
 from lle.flywheel.evaluate import table
 from lle.flywheel.verdict import wilson

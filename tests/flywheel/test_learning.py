@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lle.core import ActionRequest, Experience, Limits, Outcome, RunConfig, SmallWorld, Split
+from lle.config import RunConfig
+from lle.core import ActionRequest, Experience, Limits, Outcome, SmallWorld, Split
 from lle.evidence import assess_experience
 from lle.evidence.credit import first_divergence, group_advantages
 from lle.flywheel import curriculum, loop

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lle.carriers.recipes import RecipeBook
-from lle.core import RunConfig
+from lle.config import RunConfig
 from lle.flywheel import loop, monitor
 from lle.flywheel.verdict import paired_verdict
 from lle.store import Store

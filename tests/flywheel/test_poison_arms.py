@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lle.core import CarrierKind, Outcome, RunConfig, Split, Strength, VerificationLevel
+from lle.config import RunConfig
+from lle.core import CarrierKind, Outcome, Split, Strength, VerificationLevel
 from lle.flywheel import loop, poison, report
 from lle.flywheel.evaluate import RunResults
 from lle.store import Store

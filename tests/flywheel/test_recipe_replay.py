@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from lle.carriers.recipes import RecipeBook
-from lle.core import Levers, RunConfig, UpdateOp
+from lle.config import Levers, RunConfig
+from lle.core import UpdateOp
 from lle.flywheel import loop
 from lle.governance.lineage import revoke
 from lle.store import Store

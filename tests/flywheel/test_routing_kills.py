@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from lle.core import RunConfig, Split, canonical_json
+from lle.config import RunConfig
+from lle.core import Split, canonical_json
 from lle.evidence import assess_experience
 from lle.flywheel.loop import Flywheel
 from lle.governance.hygiene import ContaminationIndex

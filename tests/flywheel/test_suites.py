@@ -173,7 +173,7 @@ RUNNER = '''
 import json, sys
 from pathlib import Path
 
-from lle.core import RunConfig
+from lle.config import RunConfig
 from lle.flywheel import loop
 from lle.flywheel.evaluate import paired_verdicts, table
 from lle.flywheel.report import load_results

@@ -99,7 +99,7 @@ def test_unknown_world_and_episode_ids_say_what_exists(tmp_path: Path) -> None:
 
 def test_levers_are_parsed_and_bad_ones_are_one_line_errors() -> None:
     from lle.cli.episodes import parse_levers
-    from lle.core import Levers
+    from lle.config import Levers
     from lle.errors import InvalidInputError
 
     assert parse_levers("off") == Levers()

@@ -6,7 +6,8 @@ import contextlib
 
 from pydantic import JsonValue
 
-from lle.core import ActionRequest, Context, Levers, LLMCall, Split
+from lle.config import Levers
+from lle.core import ActionRequest, Context, LLMCall, Split
 from lle.policies import ScriptedPolicy
 from lle.runtime.harness import Episode, Submitted, run_episode
 from lle.runtime.recorder import StoreRecorder

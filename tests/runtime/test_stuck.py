@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import JsonValue
 
-from lle.core import ActionRequest, ActionStatus, Effect, ExecutedAction, Levers, Step, ToolSpec
+from lle.config import Levers
+from lle.core import ActionRequest, ActionStatus, Effect, ExecutedAction, Step, ToolSpec
 from lle.runtime.levers import LeverState, NothingLeft
 from lle.runtime.stuck import StuckKind, detect
 from lle.runtime.working_memory import working_memory

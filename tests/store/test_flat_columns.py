@@ -11,7 +11,8 @@ from typing import Any
 import apsw
 import pytest
 
-from lle.core import Context, LLMCall, PolicyInfo, RunConfig, Split, Step
+from lle.config import RunConfig
+from lle.core import Context, LLMCall, PolicyInfo, Split, Step
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.flywheel import loop

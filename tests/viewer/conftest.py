@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from lle.core import RunConfig
+from lle.config import RunConfig
 from lle.flywheel import loop
 from lle.viewer.app import create_app
 from viewer.served_app import TOKEN, Served, free_port

@@ -1,7 +1,7 @@
 """The context carrier: one versioned recipe per family — which harness levers shape what the model sees.
 
 The most revocable carrier there is. A recipe says, for one family, which levers the runtime applies
-(`lle.core.Levers`: stuck notes and masks, the submit discipline, working memory, admissible-command
+(`lle.config.Levers`: stuck notes and masks, the submit discipline, working memory, admissible-command
 masks). Failure attribution proposes a change (`propose_from`: episodes that looped or never handed
 in an answer); a proposal becomes active only after an A/B replay on train small worlds shows no
 regression — the same gate as skills (`decide`, fed by the flywheel, which runs the replays); the
@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
+from lle.config import Levers
 from lle.core import (
     CarrierItem,
     CarrierKind,
     Experience,
     GateResult,
-    Levers,
     Outcome,
     Scope,
     ScopeLevel,

@@ -17,8 +17,9 @@ from lle.cli.common import (
     print_table,
     table,
 )
+from lle.config import Levers
 from lle.context.builder import for_policy
-from lle.core import Experience, Levers, Limits, Split
+from lle.core import Experience, Limits, Split
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.policies import load_policy

@@ -14,7 +14,8 @@ from rich.table import Table
 from lle.cli import common
 from lle.cli.common import console, print_json, settings
 from lle.cli.episodes import ALL_LEVERS, parse_levers
-from lle.core import RunConfig, Step, Update
+from lle.config import RunConfig
+from lle.core import Step, Update
 from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
 from lle.flywheel import suite as suites

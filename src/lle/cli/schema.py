@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from lle.cli.common import print_json
-from lle.core import PERSISTED_TYPES
+from lle.config import PERSISTED_TYPES
 from lle.errors import InvalidInputError
 
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lle.core import CarrierKind, Revocation, RunConfig, UpdateOp
+from lle.config import RunConfig
+from lle.core import CarrierKind, Revocation, UpdateOp
 from lle.flywheel.paths import strategy_db
 from lle.flywheel.verdict import Verdict, paired_verdict, wilson
 from lle.governance.lineage import active_items

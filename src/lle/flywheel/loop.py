@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lle.carriers.recipes import RecipeBook, levers_of
-from lle.core import Experience, Levers, RunConfig, SmallWorld, Split, Step, Update, utcnow
+from lle.config import Levers, RunConfig
+from lle.core import Experience, SmallWorld, Split, Step, Update, utcnow
 from lle.errors import InvalidInputError
 from lle.evidence import VerificationBudget, assess_experience
 from lle.flywheel import curriculum, poison, strategies, suite

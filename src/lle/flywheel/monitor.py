@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lle.core import CarrierKind, RunConfig, SmallWorld, UpdateOp
+from lle.config import RunConfig
+from lle.core import CarrierKind, SmallWorld, UpdateOp
 from lle.flywheel.evaluate import batch_round, held_out_outcomes
 from lle.flywheel.paths import strategy_db
 from lle.flywheel.verdict import Verdict, paired_verdict

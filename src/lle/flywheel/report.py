@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lle.core import RunConfig
+from lle.config import RunConfig
 from lle.flywheel.evaluate import RunResults, paired_verdicts, table
 from lle.flywheel.suite import SNAPSHOT
 from lle.flywheel.verdict import wilson

@@ -26,7 +26,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from lle.core import Limits, RunConfig, SmallWorld, Split
+from lle.config import RunConfig
+from lle.core import Limits, SmallWorld, Split
 from lle.errors import InvalidInputError, LleError, RegistryError
 from lle.worlds.base import TaskFamily, cut, open_family
 

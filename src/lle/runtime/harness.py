@@ -17,6 +17,7 @@ from pydantic import JsonValue
 
 from lle import __version__
 from lle.actions import NO_ACTION, cap_free_text, copies_placeholder
+from lle.config import Levers
 from lle.context.plain import PlainContextBuilder
 from lle.core import (
     ActionRequest,
@@ -26,7 +27,6 @@ from lle.core import (
     ExecutedAction,
     Experience,
     Feedback,
-    Levers,
     Limits,
     LLMCall,
     Policy,

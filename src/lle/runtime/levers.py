@@ -2,7 +2,7 @@
 
 At 135M-0.5B parameters the harness is the cheapest lever there is: the failures it removes are not
 the model's (it found the answer and never submitted; it repeated one call for eight steps). Each
-lever is switched by `lle.core.Levers` (part of a family's context recipe), and everything it does
+lever is switched by `lle.config.Levers` (part of a family's context recipe), and everything it does
 to a step is recorded on that step as `Feedback(source="runtime", kind="intervention")`, never hidden:
 
 - **stuck** (`lle.runtime.stuck`): a detection puts a plain note into the next observation; with
@@ -25,9 +25,10 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
+from lle.config import Levers
 from lle.context.builder import signature
 from lle.context.compress import clip_end
-from lle.core import Feedback, Levers, Step, ToolSpec
+from lle.core import Feedback, Step, ToolSpec
 from lle.runtime.stuck import StuckSignal, detect
 from lle.runtime.working_memory import working_memory
 

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
-from lle.core import ContextBuilder, Experience, Levers, Limits, Policy, SmallWorld, Step, new_id
+from lle.config import Levers
+from lle.core import ContextBuilder, Experience, Limits, Policy, SmallWorld, Step, new_id
 from lle.errors import EpisodeError, InvalidInputError
 from lle.runtime.grounding import SkillTool
 from lle.runtime.harness import Episode

@@ -11,7 +11,8 @@ from datetime import datetime
 
 from pydantic import Field, JsonValue
 
-from lle.core import Levers, Limits, PolicyInfo, Record, SmallWorld, canonical_json, utcnow
+from lle.config import Levers
+from lle.core import Limits, PolicyInfo, Record, SmallWorld, canonical_json, utcnow
 from lle.errors import InvalidInputError, UnknownIdError
 from lle.store.sqlite import Store
 

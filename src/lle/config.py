@@ -1,0 +1,101 @@
+"""What a flywheel run is configured with: the harness levers and the run config.
+
+Stored with each run (`runs/RUN/config.json`) so that it resumes and reports exactly; shared by the
+runtime (levers), the carriers (recipes hold levers) and the flywheel.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from lle.core import PERSISTED_TYPES as CORE_TYPES
+from lle.core import Record, new_id, utcnow
+
+
+def _default_strategies() -> list[Literal["none", "raw", "reflect", "lle"]]:
+    return ["lle"]
+
+
+class Levers(Record):
+    """Harness levers for small models (`lle.runtime.levers`); part of a family's context recipe."""
+
+    stuck: Literal["off", "note", "mask"] = "off"
+    """Repeats and loops: `note` says so in the next observation; `mask` also removes the repeated tools
+    from the next decode after a second detection."""
+    submit_discipline: bool = False
+    """The remaining budget in every observation; on the last step only the answer-bearing tools."""
+    working_memory: bool = False
+    """A compact state (actions tried and what they returned, facts, the last error) before the observation."""
+    admissible_masks: bool = False
+    """Where the world lists its admissible commands, they become an enum in that step's action schema."""
+    skills_first: bool = False
+    """Offered skills come first among the tools, and the first observation names them (a 135M model that was
+    offered a verified skill never called it in 12 episodes when it was listed last and unnamed)."""
+    thought_chars: int | None = None
+    """Cap on the action's `thought` (decoded under `maxLength`): a step of a small model costs tens of tokens."""
+    expect_chars: int | None = None
+    """Cap on the action's `expect`, the model's predicted effect."""
+    recipe: str | None = None
+    """The context-carrier item (recipe) these levers come from; listed in every step's context refs."""
+
+
+class RunConfig(Record):
+    """A flywheel run; stored with the run so it can be resumed and reported exactly."""
+
+    id: str = Field(default_factory=lambda: new_id("run"))
+    """`run_…`"""
+    suite: str = "starter"
+    """Which worlds small worlds are drawn from (`lle.flywheel.suite`)."""
+    model: str = "smollm2-135m"
+    """Policy: a catalog model, a .gguf path, `openai:NAME`, or `oracle` (the toy world's solver, for tests)."""
+    strategies: list[Literal["none", "raw", "reflect", "lle"]] = Field(default_factory=lambda: _default_strategies())
+    """What is done with experience: nothing, every raw log, self-written lessons with no gates, or governed
+    routing."""
+    rounds: int = Field(default=2, ge=1)
+    """Train-then-evaluate rounds after round 0."""
+    train_per_round: int = Field(default=8, ge=1)
+    """Train small worlds per round."""
+    eval_tasks: int = Field(default=8, ge=1)
+    """Dev small worlds evaluated every round (the same ones each time)."""
+    workers: int = Field(default=2, ge=1)
+    """Episode worker processes."""
+    executor: Literal["process", "ray"] = "process"
+    """Where episodes run: the local process pool, or Ray tasks (`lle.runtime.ray_executor`, extra `lle[ray]`)."""
+    ray_address: str | None = None
+    """An existing Ray cluster (`auto`, `ray://head:10001`) for `executor="ray"`; None: a local one."""
+    max_steps: int | None = Field(default=None, ge=1)
+    """Step limit per episode (None: the suite's)."""
+    seed: int = 0
+    """Seed of the draws and of the model's sampling."""
+    levers: Levers = Field(default_factory=Levers)
+    """Harness levers every strategy's episodes start from; `lle` learns per-family recipes on top (the context
+    carrier), activated only through a replay on train small worlds."""
+    scenario: Literal["poison"] | None = None
+    """`poison`: inject instructions into train tool outputs and one-off preferences into train goals."""
+    group_size: int = Field(default=4, ge=1, le=16)
+    """Attempts per train small world (exploration by groups): the first greedy, the others sampled at
+    `group_temperature` with their own seeds. Evaluation stays greedy, one attempt."""
+    group_temperature: float = Field(default=0.8, ge=0.0, le=2.0)
+    """Sampling temperature of a group's exploring attempts."""
+    curriculum: bool = True
+    """Train each levelled family at the level where it sometimes succeeds (`lle.flywheel.curriculum`)."""
+    band: tuple[float, float] = (0.1, 0.7)
+    """The curriculum's learnable band of train success: above it a family moves up a level."""
+    monitor: bool = True
+    """Watch each activation's held-out effect in later rounds and roll back a regression (`lle.flywheel.monitor`)."""
+    monitor_min_pairs: int = Field(default=4, ge=1)
+    """The monitor's rule: held-out tasks of the family needed before a regression can be called."""
+    monitor_max_drop: float = Field(default=0.0, ge=0.0, le=100.0)
+    """The monitor's rule: a regression's 95 % interval lies wholly below minus this many points."""
+    verification_budget: int | None = Field(default=None, ge=0)
+    """Expensive verifier runs per train batch (`lle.evidence.budget`; skips are recorded as `unknown`
+    evidence); None: no budget, every verifier runs. Evaluation and skill replays are never budgeted."""
+    created_at: datetime = Field(default_factory=utcnow)
+    """When the run was started."""
+
+
+PERSISTED_TYPES: dict[str, type[Record]] = {**CORE_TYPES, "RunConfig": RunConfig}
+"""Every persisted type by name, for `lle schema TYPE`."""
