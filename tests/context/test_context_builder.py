@@ -266,7 +266,7 @@ def test_a_memory_shows_this_tasks_arguments_where_both_goals_say_where_they_cam
                                        outcome=Outcome.passed))
     here = render_item(item, "Calculate 2 + 4." + rules)
     assert 'calculate {\\"expression\\":\\"2 + 4\\"} -> …; submit {\\"answer\\":\\"…\\"}' in here
-    assert "13" not in here.split("steps:")[1]
+    assert "13" not in here.split("steps:")[1] and "task: Calculate …." in here  # nor in its task line
     # The same task, a goal of another shape, or no goal: the memory as it was.
     for goal in ("Calculate 6 + 7." + rules, "Solve for b: b - 15 = -4", None):
         shown = render_item(item, goal)
@@ -274,3 +274,15 @@ def test_a_memory_shows_this_tasks_arguments_where_both_goals_say_where_they_cam
     submit = ToolSpec(name="submit", description="Submit.")
     built = BudgetedContextBuilder(items=[item]).build(world("Calculate 2 + 4." + rules), [submit], [], "start")
     assert '\\"2 + 4\\"' in built.messages[1].content
+
+
+def test_a_contrast_memory_is_a_digest_with_this_tasks_arguments() -> None:
+    item = CarrierItem(carrier=CarrierKind.memory, scope=Scope(level=ScopeLevel.global_), content={
+        "kind": "contrast", "task": "Calculate 6 + 7.\n\nSubmit only the final answer.", "outcome": "contrast",
+        "lesson": "From the same state at step 0, calculate {'expression': '6 + 7'} led to success; submit "
+                  "{'answer': ''} led to failure (Submitted. Not correct: empty answer.).",
+        "advantage": {"success": 0.5, "failure": -0.5}, "step": 0})
+    here = render_item(item, "Calculate 2 + 4.\n\nSubmit only the final answer.")
+    assert "calculate {'expression': '2 + 4'} led to success" in here and "6 + 7" not in here
+    assert "advantage" not in here and "Submit only" not in here  # a line, not the stored JSON
+    assert "'6 + 7'" in render_item(item)  # without a goal: as stored

@@ -23,6 +23,8 @@ from lle.router.router import UpdateRouter, best_attempt
 from lle.runtime.harness import run_episode
 from lle.store import Store
 from lle.store import flywheel as flywheel_store
+from lle.worlds.math import ArithFamily
+from lle.worlds.math import reference_actions as math_reference
 from lle.worlds.toy import KeysFamily, oracle_actions
 
 LADDER = Suite("ladder", (SuiteWorld("toy/keys-v1", (), (0, 1, 2)),), max_steps=20, train_per_round=2,
@@ -141,6 +143,19 @@ def test_group_advantages_favour_the_success_where_the_attempts_part(tmp_path: P
     adv = group_advantages([failure, success])
     assert adv[success.id][1] > 0 > adv[failure.id][1]
     assert best_attempt([failure, success]) is success
+
+
+def test_attempts_that_differ_only_in_spacing_do_not_part(tmp_path: Path) -> None:
+    """Recorded with SmolLM2: `calculate("7+3")` against `calculate("7 + 3")` became a contrast memory, teaching
+    the model only a wrong lesson to copy."""
+    sw = ArithFamily().small_world(Split.train, 11, level=0)
+    expression = str(math_reference(sw)[0].args["expression"])
+    with Store(tmp_path / "g.db") as db:
+        spaced = _episode(sw, [ActionRequest(tool="calculate", args={"expression": expression}),
+                               ActionRequest(tool="submit", args={"answer": "0"})], db)
+        tight = _episode(sw, [ActionRequest(tool="calculate", args={"expression": expression.replace(" ", "")}),
+                              ActionRequest(tool="submit", args={"answer": "1"})], db)
+    assert first_divergence(spaced, tight) is None  # the observations part first: no shared state left
 
 
 def test_a_group_routes_its_best_success_and_a_contrast_exactly_once(tmp_path: Path) -> None:

@@ -76,8 +76,10 @@ def _scope_label(scope: Scope) -> str:
     return f"{scope.level.value}:{detail}" if detail else scope.level.value
 
 
-def _for_this_task(steps: Sequence[Mapping[str, Any]], task: str, goal: str | None) -> list[tuple[str, str]]:
-    """(args, result) of a memory's steps, with each argument its own task spelled out read from `goal`.
+def _for_this_task(steps: Sequence[Mapping[str, Any]], task: str,
+                   goal: str | None) -> tuple[list[tuple[str, str]], set[str]]:
+    """(args, result) of a memory's steps, with each argument its own task spelled out read from `goal`; and the
+    values so replaced (the digest's task line hides them too: the model copies from it as well).
 
     A 135M model copies a memory's arguments: on held-out `Calculate 2 + 4` it called `calculate("6 + 7")`
     from a memory of another task. Where the value stands at the same place in both goals, the digest
@@ -85,6 +87,7 @@ def _for_this_task(steps: Sequence[Mapping[str, Any]], task: str, goal: str | No
     elided, since they belonged to the other task."""
     out: list[tuple[str, str]] = []
     stale: list[str] = []
+    replaced: set[str] = set()
     for step in steps:
         args, result = str(step.get("args", "")), str(step.get("result", ""))
         try:
@@ -99,6 +102,7 @@ def _for_this_task(steps: Sequence[Mapping[str, Any]], task: str, goal: str | No
                 now = binding.transplant(value, task, goal or "")
                 if now is not None and now != value:
                     parsed[key], moved = now, True
+                    replaced.add(value)
                 elif any(value.strip() and value in old for old in stale):
                     parsed[key], moved = "…", True  # copied from another task's result
             if moved:
@@ -106,7 +110,15 @@ def _for_this_task(steps: Sequence[Mapping[str, Any]], task: str, goal: str | No
                 stale.append(result)
                 result = "…"
         out.append((args, result))
-    return out
+    return out, replaced
+
+
+def _task_line(task: str, replaced: set[str]) -> str:
+    """A memory's task, first paragraph (the rest repeats the world's rules), its replaced values as `…`."""
+    line = task.split("\n\n")[0]
+    for value in sorted(replaced, key=len, reverse=True):
+        line = line.replace(value, "…")
+    return clip_end(line, 160)
 
 
 def episode_digest(content: Mapping[str, Any], goal: str | None = None) -> str:
@@ -118,21 +130,44 @@ def episode_digest(content: Mapping[str, Any], goal: str | None = None) -> str:
     current `goal`, its arguments are this task's where the two goals show where they came from.
     """
     steps = [s for s in content.get("key_steps") or [] if isinstance(s, dict)]
-    pairs = _for_this_task(steps, str(content.get("task", "")), goal)
+    pairs, replaced = _for_this_task(steps, str(content.get("task", "")), goal)
     shown = "; ".join(f"{s.get('tool')} {clip_end(args, 120)} -> {clip_end(result, 120)}"
                       for s, (args, result) in zip(steps, pairs, strict=True))
-    task = str(content.get("task", "")).split("\n\n")[0]  # its first paragraph: the rest repeats the world's rules
     lesson = clip_end(str(content.get("lesson", "")), 300)
-    return (f"task: {clip_end(task, 160)} | outcome: {content.get('outcome')} ({content.get('verification')})"
+    task = _task_line(str(content.get("task", "")), replaced)
+    return (f"task: {task} | outcome: {content.get('outcome')} ({content.get('verification')})"
             f" | lesson: {lesson} | steps: {shown}")
+
+
+_QUOTED = re.compile(r"'([^'\n]{1,200})'")
+
+
+def contrast_digest(content: Mapping[str, Any], goal: str | None = None) -> str:
+    """A contrast memory (where a failing attempt left a successful one) as one line: its task and lesson, the
+    lesson's quoted arguments this task's where its goal shows where they came from (as `episode_digest`)."""
+    task = str(content.get("task", ""))
+    lesson = str(content.get("lesson", ""))
+    replaced: set[str] = set()
+    if goal:
+        def here(match: re.Match[str]) -> str:
+            now = binding.transplant(match.group(1), task, goal)
+            if now is None or now == match.group(1):
+                return match.group(0)
+            replaced.add(match.group(1))
+            return f"'{now}'"
+
+        lesson = _QUOTED.sub(here, lesson)
+    return f"task: {_task_line(task, replaced)} | contrast: {clip_end(lesson, 300)}"
 
 
 def render_item(item: CarrierItem, goal: str | None = None) -> str:
     """An item as quoted data: id, carrier, scope, then its content as a JSON string literal
-    (an episodic memory as its digest, for the task of `goal` when given)."""
+    (an episodic or contrast memory as its digest, for the task of `goal` when given)."""
     content = item.content
     if isinstance(content, dict) and content.get("kind") == "episode" and "key_steps" in content:
         text = episode_digest(content, goal)
+    elif isinstance(content, dict) and content.get("kind") == "contrast":
+        text = contrast_digest(content, goal)
     else:
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     quoted = json.dumps(text, ensure_ascii=False)

@@ -10,10 +10,13 @@ are compared with each other (GiGPO's anchor states) to give a step-level advant
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from lle.core import Evidence, Experience, Outcome, Step, Strength
+from pydantic import JsonValue
+
+from lle.core import Evidence, Experience, Outcome, Step, Strength, canonical_json
 from lle.errors import InvalidInputError
 
 GAMMA = 0.9
@@ -101,6 +104,10 @@ def group_advantages(rollouts: Sequence[Experience], gamma: float = GAMMA) -> di
     return out
 
 
+def _spaceless(args: Mapping[str, JsonValue]) -> str:
+    return re.sub(r"\s+", "", canonical_json(dict(args)))
+
+
 def first_divergence(success: Experience, failure: Experience) -> int | None:
     """The first step index where `failure`, from the observation `success` also saw, acted differently; None
     when their shared prefix never reaches a different action (anchor states, as GiGPO groups them)."""
@@ -108,7 +115,7 @@ def first_divergence(success: Experience, failure: Experience) -> int | None:
     for s, f in zip(success.steps, failure.steps, strict=False):
         if observation_key(previous_s) != observation_key(previous_f):
             return None  # the worlds already differ: no shared anchor state left
-        if (s.request.tool, s.request.args) != (f.request.tool, f.request.args):
-            return f.index
+        if (s.request.tool, _spaceless(s.request.args)) != (f.request.tool, _spaceless(f.request.args)):
+            return f.index  # `7+3` and `7 + 3` are one action: no lesson in their difference
         previous_s, previous_f = s.effect.observation, f.effect.observation
     return None
