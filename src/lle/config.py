@@ -34,6 +34,9 @@ class Levers(Record):
     skills_first: bool = False
     """Offered skills come first among the tools, and the first observation names them (a 135M model that was
     offered a verified skill never called it in 12 episodes when it was listed last and unnamed)."""
+    notes: int | None = Field(default=None, ge=0)
+    """Most carrier items (rules, memories) shown as notes; None: as many as the budget allows, 0: none. A
+    recipe sets it when a family's failures copy arguments from other tasks' notes (`lle.carriers.recipes`)."""
     thought_chars: int | None = None
     """Cap on the action's `thought` (decoded under `maxLength`): a step of a small model costs tens of tokens."""
     expect_chars: int | None = None

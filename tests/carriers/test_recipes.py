@@ -78,3 +78,43 @@ def test_a_recipe_is_recorded_gated_and_revocable(store: Store) -> None:
     assert book.levers_for("math") == Levers(stuck="note", recipe=second.id)  # the one it superseded is back
     history = [u.op for u in store.list_updates(limit=100, carrier="context")]
     assert history.count(UpdateOp.activate) == 2 and UpdateOp.supersede in history
+
+
+def test_failures_that_copy_another_tasks_note_propose_showing_no_notes_and_the_harness_obeys() -> None:
+    """Measured on math-easy: with lle's memories shown, SmolLM2 called calculate("6 + 7") on `Calculate 8 - 6`
+    and held-out success fell from 8/24 to 2/24; the recipe that shows no notes is what the A/B replay can test."""
+    from lle.carriers.memory import memory_item_from
+    from lle.context import BudgetedContextBuilder
+    from lle.policies.scripted import ScriptedPolicy
+    from lle.runtime.harness import run_episode
+    from lle.worlds.math import ArithFamily, reference_actions
+
+    family = ArithFamily()
+    other = family.small_world(Split.train, 5, level=0)
+    note = memory_item_from(Experience(
+        small_world=other, policy=PolicyInfo(model="scripted"), outcome=Outcome.passed,
+        steps=[Step(index=0, request=ActionRequest(tool="calculate", args=reference_actions(other)[0].args),
+                    executed=ExecutedAction(tool="calculate", args=reference_actions(other)[0].args, allowed=True),
+                    effect=Effect(observation="= 1"))]))
+    copied = str(reference_actions(other)[0].args["expression"])
+    seen: list[list[str]] = []
+
+    def copy_the_note(context):  # type: ignore[no-untyped-def]
+        seen.append(list(context.refs))
+        return ActionRequest(tool="calculate", args={"expression": copied})
+
+    worlds = [family.small_world(Split.train, s, level=0) for s in (6, 7)]
+    builder = lambda: BudgetedContextBuilder(items=[note])  # noqa: E731
+    failed = [run_episode(sw, ScriptedPolicy(copy_the_note), context_builder=builder(),
+                          limits=sw.limits.model_copy(update={"max_steps": 2})) for sw in worlds]
+    assert all(copied not in sw.goal for sw in worlds) and all(e.outcome is not Outcome.passed for e in failed)
+    texts = {note.id: str(note.content)}
+    levers, reasons = failure_levers(failed, Levers(), lambda ids: [texts[i] for i in ids if i in texts]) or (None, [])
+    assert levers is not None and levers.notes == 0 and any("only a note of another task" in r for r in reasons)
+    in_force = Levers(notes=0, stuck="mask", submit_discipline=True)
+    assert failure_levers(failed, in_force, lambda ids: [texts[i] for i in ids if i in texts]) is None
+    # Under that recipe the harness shows no notes: the step's refs carry no item.
+    seen.clear()
+    run_episode(worlds[0], ScriptedPolicy(copy_the_note), context_builder=builder(), levers=Levers(notes=0),
+                limits=worlds[0].limits.model_copy(update={"max_steps": 1}))
+    assert seen == [[]]

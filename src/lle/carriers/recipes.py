@@ -12,7 +12,8 @@ it ran under (`EpisodeRecord.levers`), and the recipe's item id is among the ste
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 
 from pydantic import JsonValue
 
@@ -42,12 +43,15 @@ def recipe_scope(family: str) -> Scope:
     return Scope(level=ScopeLevel.family, family=family)
 
 
-def failure_levers(exps: Sequence[Experience], current: Levers) -> tuple[Levers, list[str]] | None:
+def failure_levers(exps: Sequence[Experience], current: Levers,
+                   notes: Callable[[Sequence[str]], list[str]] | None = None) -> tuple[Levers, list[str]] | None:
     """The levers that failure attribution proposes for episodes of one family, with the reasons.
 
     A loop (the same action repeated with the same result) is a failure of the runtime, not of the
     model's knowledge: it proposes stuck masks. An episode that ran out of steps without handing in
-    an answer proposes the submit discipline. Successes propose nothing.
+    an answer proposes the submit discipline. Failures that called a tool with an argument only a note
+    showed (copied from another task: `notes` gives the texts of the items a step was shown) are a
+    failure of the context: they propose showing no notes. Successes propose nothing.
     """
     failed = [e for e in exps if e.outcome is not Outcome.passed and e.small_world.split is Split.train]
     reasons: list[str] = []
@@ -60,10 +64,34 @@ def failure_levers(exps: Sequence[Experience], current: Levers) -> tuple[Levers,
     if unsubmitted and not current.submit_discipline:
         update["submit_discipline"] = True
         reasons.append(f"{len(unsubmitted)} failed episodes ran out of steps without handing in an answer")
+    copied = [e for e in failed if notes is not None and copied_from_notes(e, notes)]
+    if len(copied) >= MIN_COPIES and current.notes != 0:
+        update["notes"] = 0
+        reasons.append(f"{len(copied)} failed episodes called a tool with an argument that only a note of another "
+                       "task showed")
     if not update:
         return None
     update["recipe"] = None  # a proposal is its own recipe, not the one in force
     return current.model_copy(update=update), reasons
+
+
+MIN_COPIES = 2
+"""Failed episodes that copied from notes before showing none is proposed (the A/B replay then decides)."""
+
+
+def copied_from_notes(exp: Experience, notes: Callable[[Sequence[str]], list[str]]) -> bool:
+    """Whether a step called a tool with a text argument (3+ characters) that its own goal and observations so
+    far never showed and a note it was shown did: the model copied another task's value."""
+    seen = exp.small_world.goal
+    for step in exp.steps:
+        expanded = any(f.source == "runtime" and f.kind == "skill" for f in step.feedback)  # the runtime's args
+        shown = notes(step.context_refs) if step.context_refs and not expanded else []
+        for value in step.request.args.values():
+            text = str(value).strip() if isinstance(value, str | int | float) else ""
+            if len(text) >= 3 and text not in seen and any(text in note for note in shown):
+                return True
+        seen += "\n" + step.effect.observation
+    return False
 
 
 def _stop_reason(exp: Experience) -> str | None:
@@ -143,11 +171,15 @@ class RecipeBook:
     def propose_from(self, family: str, exps: Sequence[Experience], *, actor: str | None = None) -> CarrierItem | None:
         """Failure attribution over one family's train episodes: a candidate recipe, or None."""
         current = self.levers_for(family)
-        proposal = failure_levers([e for e in exps if e.small_world.family == family], current)
+        proposal = failure_levers([e for e in exps if e.small_world.family == family], current, self._note_texts)
         if proposal is None or self._pending(family, proposal[0]):
             return None
         levers, reasons = proposal
         return self.propose(family, levers, reasons=reasons, experience_ids=[e.id for e in exps], actor=actor)
+
+    def _note_texts(self, ids: Sequence[str]) -> list[str]:
+        """The stored text of the carrier items a step was shown (what a copied value is looked up in)."""
+        return [json.dumps(i.content, ensure_ascii=False) for i in self.store.items_by_id(list(ids))]
 
     def decided(self, item_id: str, experience_ids: Sequence[str]) -> bool:
         """True when an update of the recipe already lists these experiences (a resumed run decides once)."""

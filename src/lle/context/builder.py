@@ -262,6 +262,7 @@ class BudgetedContextBuilder:
         retrieve: Retrieve | None = None,
         keep_last_steps: int = 1,
         max_history: int = 12,
+        max_items: int | None = None,
         role: str = "You are an agent acting in a task environment through tools, one tool call per turn.",
     ) -> None:
         if budget_tokens < 64:
@@ -272,6 +273,8 @@ class BudgetedContextBuilder:
         self.retrieve = retrieve
         self.keep_last_steps = max(keep_last_steps, 0)
         self.max_history = max_history
+        self.max_items = max_items
+        """Most items shown (the harness sets it from the `notes` lever of the recipe in force)."""
         self.role = role
         self._system_count: tuple[str, int] = ("", 0)
 
@@ -314,6 +317,8 @@ class BudgetedContextBuilder:
         if self.retrieve is not None:
             seen = {i.id for i in items}
             items += [i for i in self.retrieve(small_world, observation) if i.id not in seen]
+        if self.max_items is not None:
+            items = items[:self.max_items]
         recent = history[-self.max_history:] if self.max_history > 0 else []
         parts = _Parts(
             system=self.system_text(tools),

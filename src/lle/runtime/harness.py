@@ -271,6 +271,8 @@ class Episode:
         self.grounder = Grounder(self.small_world, self.world, record_timings=self.record_timings,
                                  skills=self.skills)
         self.lever_state = LeverState(self.levers, self.limits.max_steps, self.world)
+        if self.levers.notes is not None and hasattr(self.builder, "max_items"):  # the recipe's cap on notes
+            self.builder.max_items = self.levers.notes
         # Resume re-derives the levers' memory from the committed steps, so it acts as an unkilled run would.
         self.lever_state.detections = sum(
             1 for step in self.history for fb in step.feedback
