@@ -108,7 +108,8 @@ def test_a_mined_math_skill_reads_its_arguments_so_the_model_only_names_it(store
     assert given.outcome is Outcome.passed
 
 
-def test_a_skill_bound_to_the_goal_is_offered_only_where_the_goal_fills_it() -> None:
+def bound_math_skill() -> Skill:
+    """calculate -> submit with both slots bound (the goal's expression, then the calculator's result), active."""
     from lle.carriers.skill_mining import SkillCall, SkillDescriptor, SkillSlot
     from lle.carriers.skills import SkillState
     from lle.core import CarrierItem, CarrierKind, Scope, ScopeLevel
@@ -117,10 +118,14 @@ def test_a_skill_bound_to_the_goal_is_offered_only_where_the_goal_fills_it() -> 
              SkillCall(tool="submit", slots={"answer": "answer"})]
     slots = [SkillSlot(name="expression", bind=SlotBinding(source="goal", left="Calculate ", right=".")),
              SkillSlot(name="answer", bind=SlotBinding(source="observation:1", left=" = ", occurrence="last"))]
-    desc = SkillDescriptor(name="calc", family="math", calls=calls, slots=slots).finished()
+    desc = SkillDescriptor(name="calculate_submit", family="math", calls=calls, slots=slots).finished()
     item = CarrierItem(carrier=CarrierKind.skills, scope=Scope(level=ScopeLevel.family, family="math"),
                        content=desc.model_dump(mode="json"))
-    skill = Skill(item, desc, SkillState.active)
+    return Skill(item, desc, SkillState.active)
+
+
+def test_a_skill_bound_to_the_goal_is_offered_only_where_the_goal_fills_it() -> None:
+    skill = bound_math_skill()
     assert skill.fits("Calculate 3 + 4.") and not skill.fits("Solve for b: b - 15 = -4")
     assert skill.spec.parameters["properties"] == {} and skill.spec.parameters["required"] == []
     call = skill.call(1, {}, goal="Calculate 3 + 4.", observations=["Calculate 3 + 4.", "3 + 4 = 7"])
@@ -131,18 +136,10 @@ def test_a_skill_bound_to_the_goal_is_offered_only_where_the_goal_fills_it() -> 
 
 def test_skills_first_puts_a_fitting_skill_where_a_small_model_looks() -> None:
     """A policy that takes the first tool it is offered (a 135M model's habit) solves the task with the lever."""
-    from lle.carriers.skill_mining import SkillCall, SkillDescriptor, SkillSlot
-    from lle.carriers.skills import SkillState
     from lle.config import Levers
-    from lle.core import CarrierItem, CarrierKind, Context, Scope, ScopeLevel
+    from lle.core import Context
 
-    calls = [SkillCall(tool="calculate", slots={"expression": "expression"}),
-             SkillCall(tool="submit", slots={"answer": "answer"})]
-    slots = [SkillSlot(name="expression", bind=SlotBinding(source="goal", left="Calculate ", right=".")),
-             SkillSlot(name="answer", bind=SlotBinding(source="observation:1", left=" = ", occurrence="last"))]
-    desc = SkillDescriptor(name="calculate_submit", family="math", calls=calls, slots=slots).finished()
-    skill = Skill(CarrierItem(carrier=CarrierKind.skills, scope=Scope(level=ScopeLevel.family, family="math"),
-                              content=desc.model_dump(mode="json")), desc, SkillState.active)
+    skill = bound_math_skill()
     seen: list[Context] = []
 
     def first_tool(context: Context) -> ActionRequest:
