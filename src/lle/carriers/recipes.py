@@ -83,9 +83,13 @@ def copied_from_notes(exp: Experience, notes: Callable[[Sequence[str]], list[str
     """Whether a step called a tool with a text argument (3+ characters) that its own goal and observations so
     far never showed and a note it was shown did: the model copied another task's value."""
     seen = exp.small_world.goal
+    texts: dict[tuple[str, ...], list[str]] = {}  # an episode is shown the same notes at every step: read them once
     for step in exp.steps:
         expanded = any(f.source == "runtime" and f.kind == "skill" for f in step.feedback)  # the runtime's args
-        shown = notes(step.context_refs) if step.context_refs and not expanded else []
+        refs = tuple(step.context_refs)
+        if refs and not expanded and refs not in texts:
+            texts[refs] = notes(refs)
+        shown = texts.get(refs, []) if not expanded else []
         for value in step.request.args.values():
             text = str(value).strip() if isinstance(value, str | int | float) else ""
             if len(text) >= 3 and text not in seen and any(text in note for note in shown):
