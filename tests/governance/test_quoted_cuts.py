@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lle.carriers.dataset import Dataset
@@ -55,6 +55,7 @@ def test_a_cut_at_every_length_keeps_both_markers() -> None:
 @given(before=st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=60),
        after=st.text(alphabet=st.characters(blacklist_characters="<>"), max_size=60),
        body=st.text(max_size=80), limit=st.integers(min_value=0, max_value=400))
+@example(before="", after="", body="<<", limit=43)  # data "<<" cut to "<<…" read as a marker cut through
 def test_cuts_never_cut_through_a_quote_property(before: str, after: str, body: str, limit: int) -> None:
     text = before + quote_untrusted(f"{body} {INJECTION}", "tool:read") + after
     quoting_holds(clip_end(text, max(limit, 1)))

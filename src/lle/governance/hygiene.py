@@ -56,13 +56,15 @@ __all__ = [
 
 UNTRUSTED_TAG = "untrusted_instruction"
 
-_DELIMITER = re.compile(r"<<(?=\s*/?\s*(?:untrusted|end)\b)", re.IGNORECASE)
+# Every "<<" in quoted data is split, not only whole delimiters: a cut that ends in the data on "<<"
+# would otherwise read as the start of a marker cut through ("<<…").
+_DELIMITER = re.compile(r"<(?=<)")
 
 
 def quote_untrusted(text: str, source: str) -> str:
     """`text` as a clearly delimited block of data from `source`; delimiters inside it are neutralised."""
     safe_source = re.sub(r"[^\w.:/@-]", "_", source)[:80] or "unknown"
-    body = _DELIMITER.sub("< <", text)
+    body = _DELIMITER.sub("< ", text)
     return f"<<untrusted source={safe_source}>>\n{body}{QUOTE_TAIL}"  # the markers `compress` cuts around
 
 
