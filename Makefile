@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml $(LLAMA_WHEELS)/FLAGS
 	# build with other flags already in this .venv (same version, so pip would keep it) is replaced.
 	$(BIN)/python -m pip install --quiet --force-reinstall --no-deps --no-index --find-links $(LLAMA_WHEELS) \
 	  'llama-cpp-python==$(LLAMA_VERSION)'
-	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -e '.[dev,llama,postgres,ray]'
+	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -e '.[dev,llama,postgres,ray,train]'
 	cp $(LLAMA_WHEELS)/FLAGS $(VENV)/llama-build-flags
 	rm -f $(VENV)/.installed-* && touch $@
 

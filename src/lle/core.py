@@ -273,6 +273,9 @@ class LLMCall(Record):
     """The exact text the model was given for the accepted decode: the chat template's rendering when the
     policy renders it, else the chat messages as canonical JSON (a server renders those itself). None (left
     out of dumps, so records made before it and their hashes stay as they were): not recorded."""
+    completion: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The exact text the model generated for the accepted decode (what a training row's target is). None
+    (left out of dumps): not recorded."""
 
 
 class Feedback(Record):

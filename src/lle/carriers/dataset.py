@@ -176,10 +176,23 @@ def _meta(exp: Experience, exact: bool) -> Row:
     return {"world": sw.world, "small_world_id": sw.id, "context": "exact" if exact else "approximate"}
 
 
+def recorded_call(step: Step) -> Row:
+    """What the policy recorded of its call, when it recorded the exact text: `prompt` (byte for byte what
+    the model was given) and `completion` (what it generated), with the model and adapter that ran."""
+    llm = step.llm
+    if llm is None or llm.prompt is None or llm.completion is None:
+        return {}
+    return {"prompt": llm.prompt, "completion": llm.completion, "model": llm.model,
+            "model_sha256": llm.model_sha256}
+
+
 def sft_rows(exp: Experience, seen: list[list[Message]], exact: bool) -> list[Row]:
-    """One row per trainable step of a success: the messages seen, then the action taken."""
+    """One row per trainable step of a success: the messages seen, then the action taken; with the recorded
+    `prompt` and `completion` when the policy kept them (a trainer uses those, never a rebuilt prompt)."""
+    adapter = exp.policy.params.get("adapter")
     return [{"messages": [*_messages(msgs), {"role": "assistant", "content": action_text(step.request)}],
-             "experience_ids": [exp.id], "step": step.index, **_meta(exp, exact)}
+             "experience_ids": [exp.id], "step": step.index, **_meta(exp, exact), **recorded_call(step),
+             **({"adapter": adapter} if adapter else {})}
             for step, msgs in zip(exp.steps, seen, strict=True) if trainable(step)]
 
 

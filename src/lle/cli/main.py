@@ -18,6 +18,7 @@ from lle.cli import runs as runs_cmd
 from lle.cli import serve as serve_cmd
 from lle.cli import skills as skills_cmd
 from lle.cli import verifier_cases as verifier_cases_cmd
+from lle.cli import weights as weights_cmd
 from lle.cli.common import err_console, settings
 from lle.errors import LleError
 
@@ -40,6 +41,7 @@ app.add_typer(carriers.rules_app, name="rules")
 app.add_typer(skills_cmd.app, name="skills")
 app.add_typer(verifier_cases_cmd.app, name="verifier-cases")
 app.add_typer(export_cmd.app, name="export")
+app.add_typer(weights_cmd.app, name="weights")
 app.command("revoke")(updates.revoke)
 app.command("doctor", help="Check that the default model runs on this CPU (same as `lle models check`).")(models.check)
 app.command("schema")(schema.schema)

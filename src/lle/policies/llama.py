@@ -181,6 +181,8 @@ class LlamaPolicy:
         logprobs: bool = False,
         retries: int = 1,
         reuse_prefix: bool = True,
+        lora_path: str | Path | None = None,
+        adapter_id: str | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.model_id = model_id or self.model_path.name
@@ -197,9 +199,14 @@ class LlamaPolicy:
         self.reuse_prefix = reuse_prefix
         self._lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
+        # A LoRA adapter (GGUF, `lle.train`) is applied on the base at load; `adapter_id` names it on every
+        # experience this policy records, so revoking the adapter finds what ran with it.
+        self.lora_path = Path(lora_path) if lora_path is not None else None
+        self.adapter_id = adapter_id or (self.lora_path.name if self.lora_path is not None else None)
+        extra: dict[str, Any] = {"lora_path": str(self.lora_path)} if self.lora_path is not None else {}
         self.llm = _load(
             self.model_path, n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads, seed=seed,
-            logits_all=logprobs,
+            logits_all=logprobs, **extra,
         )
         self._render = chat_renderer(self.llm)
 
@@ -209,7 +216,7 @@ class LlamaPolicy:
             "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens, "n_ctx": self.n_ctx,
             "repeat_penalty": self.repeat_penalty, "max_text_chars": self.max_text_chars,
             "reuse_prefix": self.reuse_prefix,
-        })
+        } | ({"adapter": self.adapter_id} if self.adapter_id else {}))
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` in this model's tokenizer (for `BudgetedContextBuilder(count_tokens=…)`)."""
@@ -303,7 +310,7 @@ class LlamaPolicy:
                 return request, LLMCall(
                     model=self.model_id, model_sha256=self.sha256, prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens, latency_ms=(time.perf_counter() - start) * 1000,
-                    logprobs=logprobs, prompt=self.prompt_of(messages),
+                    logprobs=logprobs, prompt=self.prompt_of(messages), completion=text,
                 )
         raise PolicyBackendError(
             f"{self.model_id} gave no valid action in {self.retries + 1} decodes: {problem}; "

@@ -1,0 +1,149 @@
+"""The weights carrier on a real adapter: LoRA trained on exported successes, converted, served by llama.cpp.
+
+One adapter is trained (on two toy successes, a few steps) and shared by the tests: it must make llama.cpp
+write, under the action grammar, the action it was trained on (the base writes another), go through the
+gate, roll back in one switch, and stop being served the moment an experience it learned from is revoked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch", reason="the train extra is not installed (make test installs it)")
+pytest.importorskip("llama_cpp", reason="the llama extra is not installed (make test installs it)")
+
+from lle.actions import action_schema
+from lle.carriers.dataset import Dataset, seen_messages, sft_rows, tools_of
+from lle.carriers.exports import export
+from lle.carriers.weights import HeldOutVerdict, WeightsCarrier
+from lle.core import Limits, Split
+from lle.errors import InvalidInputError
+from lle.evidence import assess_experience
+from lle.governance.lineage import revoke
+from lle.policies.catalog import DEFAULT_MODEL, locate
+from lle.policies.llama import LlamaPolicy
+from lle.policies.scripted import ScriptedPolicy
+from lle.runtime.harness import run_episode
+from lle.store import Store
+from lle.train.sft import SftConfig, read_rows, train_sft
+from lle.worlds.toy.keys import KeysFamily, oracle_actions
+
+GAIN = HeldOutVerdict(pairs=40, difference=0.15, low=0.05, high=0.25)
+
+
+@dataclass
+class Trained:
+    store: Store
+    base: Path
+    folder: Path
+    rows: list[dict[str, Any]]
+    experience_ids: list[str]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trained]:
+    root = tmp_path_factory.mktemp("weights")
+    family = KeysFamily()
+    with Store(root / "lle.db") as store:
+        ids = []
+        dataset = Dataset(store)
+        for seed in (0, 1):
+            sw = family.small_world(Split.train, seed)
+            exp = run_episode(sw, ScriptedPolicy(oracle_actions(sw)), store=store, assess=assess_experience)
+            dataset.admit(exp)
+            ids.append(exp.id)
+        snap = export(dataset, "sft", root / "exports")
+        # The first step of each episode (the shortest prompts: training costs per token), learned by heart at
+        # a high rate: what llama.cpp then writes shows the tensors were placed, oriented and scaled as trained.
+        rows = [r for r in read_rows(Path(snap.path)) if r["step"] == 0]
+        first = root / "first-steps.jsonl"
+        first.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+        base = locate(DEFAULT_MODEL)
+        folder = root / "adapter"
+        card = train_sft(first, base, folder, base_model=DEFAULT_MODEL, snapshot_id=snap.id,
+                         config=SftConfig(steps=10, learning_rate=5e-3, batch_size=2, holdout=0, threads=2))
+        assert card.steps == 10 and card.losses[-1] < card.losses[0] / 4, card.losses
+        assert sorted(card.experience_ids) == sorted(ids) and card.exact_rows == 0  # scripted: no recorded call
+        yield Trained(store, base, folder, rows, ids)
+
+
+def _greedy(policy: LlamaPolicy, row: dict[str, Any], sw_seed: int) -> dict[str, Any]:
+    sw = KeysFamily().small_world(Split.train, sw_seed)
+    grammar = policy.grammar_for(action_schema(tools_of(sw)))
+    result = policy.llm.create_chat_completion(messages=row["messages"][:-1], grammar=grammar, temperature=0.0,
+                                               max_tokens=160)
+    return dict(json.loads(result["choices"][0]["message"]["content"]))
+
+
+@pytest.mark.slow
+def test_llama_cpp_serves_the_adapter_and_writes_what_it_learned(trained: Trained) -> None:
+    row = trained.rows[0]
+    seed = int(str(row["small_world_id"]).rsplit(":", 1)[1])
+    want = json.loads(row["messages"][-1]["content"])
+    tuned = LlamaPolicy(trained.base, lora_path=trained.folder / "adapter.gguf", adapter_id="itm_test", n_threads=2)
+    got = _greedy(tuned, row, seed)
+    assert (got["tool"], got["args"]) == (want["tool"], want["args"]), got
+    assert tuned.info.params["adapter"] == "itm_test"
+    base = _greedy(LlamaPolicy(trained.base, n_threads=2), row, seed)
+    assert base != got  # the base alone writes something else: the adapter made the difference
+
+
+@pytest.mark.slow
+def test_gate_rollback_and_revocation_switch_back_at_once(trained: Trained) -> None:
+    carrier = WeightsCarrier(trained.store, require_approval=True)
+    card = json.loads((trained.folder / "card.json").read_text())
+    from lle.carriers.weights import TrainingCard
+
+    first = carrier.propose(TrainingCard.model_validate(card), trained.folder)
+    second = carrier.propose(TrainingCard.model_validate(card), trained.folder)
+    # No person approved yet: the gate waits, whatever the verdict.
+    assert not carrier.decide(first.id, GAIN).gate.passed and carrier.get(first.id).state == "candidate"  # type: ignore[union-attr]
+    carrier.approve(first.id, "reviewer")
+    assert carrier.decide(first.id, GAIN).op.value == "activate" and carrier.active().id == first.id  # type: ignore[union-attr]
+    carrier.approve(second.id, "reviewer")
+    flat = HeldOutVerdict(pairs=40, difference=0.05, low=-0.05, high=0.15)
+    assert carrier.decide(second.id, flat).op.value == "reject"  # an interval touching 0 is no gain
+    with pytest.raises(InvalidInputError, match="only a candidate"):
+        carrier.decide(second.id, GAIN)
+    _, now = carrier.rollback("reviewer", "worse on a family we watch")
+    assert now is None and carrier.get(first.id).state == "retired"  # one switch back to the base
+    carrier.activate(first.id, "reviewer", "the family was fine after all")
+    assert carrier.active().id == first.id  # type: ignore[union-attr]
+    rev = revoke(trained.store, trained.experience_ids[1], "a poisoned demonstration", "tester")
+    assert first.id in rev.cascade and carrier.active() is None  # served no more, with no write of its own
+    assert carrier.get(first.id).state == "revoked"
+    assert [(a.id, r.id) for a, r in carrier.retrain_proposals()] == [(first.id, rev.id)]
+
+
+@pytest.mark.slow
+def test_each_row_prompt_is_what_the_model_was_given(tmp_path: Path) -> None:
+    policy = LlamaPolicy(locate(DEFAULT_MODEL), n_threads=2, max_tokens=120)
+    given: list[list[int]] = []
+    complete = policy.llm.create_completion
+
+    def spy(*args: Any, **kwargs: Any) -> Any:  # watches what llama.cpp is handed, changes nothing
+        prompt = kwargs.get("prompt", args[0] if args else None)
+        given.append(list(prompt) if isinstance(prompt, list) else
+                     policy.llm.tokenize(str(prompt).encode("utf-8"), add_bos=False, special=True))
+        return complete(*args, **kwargs)
+
+    policy.llm.create_completion = spy  # type: ignore[method-assign]
+    sw = KeysFamily().small_world(Split.train, 3).model_copy(update={"limits": Limits(max_steps=3)})
+    with Store(tmp_path / "lle.db") as store:
+        exp = run_episode(sw, policy, store=store)
+        seen, exact = seen_messages(store, exp, scrubbed=False)
+    rows = sft_rows(exp, seen, exact)
+    assert rows and len(given) >= len(rows)
+    by_step = {s.index: n for n, s in enumerate(exp.steps)}
+    for row in rows:
+        tokens = policy.llm.tokenize(row["prompt"].encode("utf-8"), add_bos=False, special=True)
+        assert tokens == [t for t in given[by_step[row["step"]]] if t != policy.llm.token_bos()] or \
+            tokens == given[by_step[row["step"]]]
+        assert row["completion"] == exp.steps[row["step"]].llm.completion  # type: ignore[union-attr]
+        assert row["model"] == policy.model_id
