@@ -170,6 +170,10 @@ class SpecPolicyFactory:
     temperature: float = 0.0
     """Above 0 (a group's exploring attempt): sampled, with a seed of its own per small world."""
     """The strategy's store: the oracle calls the skills of it that an episode offers."""
+    adapter: str | None = None
+    """A GGUF LoRA adapter file applied on the model (`lle.carriers.weights`)."""
+    adapter_id: str | None = None
+    """The adapter's carrier item id, recorded on each experience that ran with it."""
     cache: WorkerCache = field(default_factory=WorkerCache, compare=False, repr=False)
 
     def __call__(self, small_world: SmallWorld) -> Policy:
@@ -186,12 +190,14 @@ class SpecPolicyFactory:
 
             # A skill whose whole macro is the plan's next steps is called instead (only if offered).
             return SkillAwarePolicy(oracle_actions(small_world), skills, name="oracle")
-        if self.spec not in self.cache.policies:
+        key = f"{self.spec}+{self.adapter}" if self.adapter else self.spec
+        if key not in self.cache.policies:
             from lle.policies.catalog import make_policy
 
             os.environ.setdefault("LLE_THREADS", str(self.threads))
-            self.cache.policies[self.spec] = make_policy(self.spec, temperature=0.0, seed=self.seed)
-        policy = self.cache.policies[self.spec]
+            extra: dict[str, Any] = {"lora_path": self.adapter, "adapter_id": self.adapter_id} if self.adapter else {}
+            self.cache.policies[key] = make_policy(self.spec, temperature=0.0, seed=self.seed, **extra)
+        policy = self.cache.policies[key]
         # One model per process serves every attempt: a worker runs one episode at a time, so the sampling
         # settings are set per episode (a model loaded per temperature would cost its memory again).
         if hasattr(policy, "temperature") and hasattr(policy, "seed"):
