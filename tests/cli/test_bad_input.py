@@ -178,3 +178,12 @@ def test_revoking_a_world_that_does_not_exist_is_refused(workspace: Path) -> Non
     assert files(workspace) == before
     known = lle(workspace, "revoke", "world:sql/shop-v1", "--reason", "bad data", "--dry-run")
     assert known.returncode == 0, known.stderr
+
+
+def test_weights_commands_name_the_bad_snapshot_or_adapter(workspace: Path, tmp_path: Path) -> None:
+    assert_one_line_error(lle(workspace, "weights", "train", "snap_nope"), "snap_nope", "lle export list")
+    junk = tmp_path / "rows.jsonl"
+    junk.write_bytes(os.urandom(300).replace(b"\n", b" ") + b"\n")
+    assert_one_line_error(lle(workspace, "weights", "train", str(junk)), "rows.jsonl", "sft")
+    assert_one_line_error(lle(workspace, "weights", "show", "itm_nope"), "itm_nope")
+    assert_one_line_error(lle(workspace, "weights", "rollback", "--reason", "r"), "no adapter is active")

@@ -50,8 +50,13 @@ def read_rows(path: Path) -> list[Row]:
     """The rows of an `sft` snapshot file (JSONL), with a one-line error when it is not one."""
     if not path.is_file():
         raise InvalidInputError(f"rows file {path} does not exist; export one with `lle dataset export --format sft`")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidInputError(f"rows file {path} is not UTF-8 text ({err.reason}); pass an `sft` snapshot's "
+                                "JSONL") from err
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
