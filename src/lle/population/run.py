@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -94,8 +94,10 @@ def run_population(pop: Population, *, progress: Progress | None = None) -> dict
     return out
 
 
-def run_baseline(config: PopulationConfig, root: Path, *, progress: Progress | None = None) -> dict[str, Any]:
-    """Each explorer alone at the population's budget (n explorers: n attempts, n times the budget)."""
+def run_baseline(config: PopulationConfig, root: Path, *, only: Sequence[str] | None = None,
+                 progress: Progress | None = None) -> dict[str, Any]:
+    """Each explorer (or those in `only`) alone at the population's budget (n explorers: n attempts, n times the
+    budget)."""
     explorers = config.explorers
     budget = None if config.budget is None else config.budget * len(explorers)
     out: dict[str, Any] = {"attempts": len(explorers), "budget": budget, "rounds": []}
@@ -103,6 +105,8 @@ def run_baseline(config: PopulationConfig, root: Path, *, progress: Progress | N
         tasks = train_worlds(config, config.train, r * config.train)
         per_agent = {}
         for agent in explorers:
+            if only is not None and agent.name not in only:
+                continue
             if progress:
                 progress(f"baseline round {r}: {agent.name} alone, {len(explorers)} attempts")
             alone = config.model_copy(update={"agents": [agent.model_copy(update={"role": Role.explorer})]})
