@@ -30,7 +30,6 @@ def test_messages_and_copies_round_trip_and_stay_append_only(store: Store) -> No
     assert [r.item_id for r in rows.copies(store, source_agent="a", source_item="itm_1")] == ["itm_2"]
     assert rows.copies(store, source_item="itm_9") == []
     for table in ("messages", "shared_copies"):
-        with pytest.raises(Exception, match="append-only"):
-            with store.transaction():
-                store.conn.execute(f"DELETE FROM {table}")
+        with pytest.raises(Exception, match="append-only"), store.transaction():
+            store.conn.execute(f"DELETE FROM {table}")
     assert len(bus.messages()) == 2
