@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lle.carriers.skills import SkillState
 from lle.core import SmallWorld, Split, utcnow
 from lle.errors import InvalidInputError
 from lle.flywheel.replay import validate_skill
@@ -49,14 +50,14 @@ def share_round(pop: Population, tasks: list[SmallWorld], *, now: datetime | Non
     for agent in pop.config.explorers:  # each agent's own candidates face its own replay gate first
         own = train_worlds(pop.config, pop.config.replay, agent.train_start)
         for skill in pop.library(agent.name).skills():
-            if skill.state.value == "candidate" and (agent.name, skill.item_id) not in copies:
+            if skill.state is SkillState.candidate and (agent.name, skill.item_id) not in copies:
                 result = validate_skill(pop.library(agent.name), skill.item_id, own, pop.policy_factory(agent.name),
                                         actor=agent.name)
                 counts[f"own_replay_{result.state.value}"] += 1
     shared = {m.skill_ids[0] for m in pop.bus.messages(intent=Intent.share)}
     # Only an agent's own skills are offered: a copy is shared by its source (no echo round the population).
     offers = [(a.name, s.item_id) for a in pop.config.explorers for s in pop.library(a.name).skills()
-              if s.state.value == "active" and (a.name, s.item_id) not in copies and s.item_id not in shared]
+              if s.state is SkillState.active and (a.name, s.item_id) not in copies and s.item_id not in shared]
     if pop.config.validators:
         for owner, item_id in offers:
             if sharing.verdict_for(pop, item_id) is None:
