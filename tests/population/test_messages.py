@@ -59,6 +59,7 @@ def test_a_population_config_error_is_one_line(tmp_path: Path) -> None:
         text.replace('role = "validator"', 'role = "critic"', 1): "role",
         text + '\n[[agents]]\nname = "cold"\n': "listed twice",
         text.replace("level = 0", "level = 9", 1): "no level 9",
+        text.replace("train_start = 40", "train_start = 160", 1): "agents (warm).train_start: needs train seed 163",
         text.replace("budget =", "budgett =", 1): "budgett: unknown key",
         "name = [": "not valid TOML",
     }

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from lle.core import Split
 from lle.errors import InvalidInputError, LleError
 from lle.population.types import PopulationConfig
 
@@ -52,13 +53,22 @@ def _part(data: object, loc: tuple[int | str, ...]) -> list[str]:
 
 
 def _check_world(config: PopulationConfig, origin: str) -> None:
-    from lle.worlds.base import open_family  # the registry loads plugins: only once the file parsed
+    from lle.worlds.base import cut, open_family  # the registry loads plugins: only once the file parsed
 
     try:
         family = open_family(config.world)
         family.check_level(config.level)
     except LleError as err:
         raise InvalidInputError(f"population {origin}: world: {str(err).splitlines()[0]}") from None
+    # The last train seed each use needs must exist (a level's train split can be small: 161 tasks at arith 0).
+    needs = [("train", config.rounds * config.train - 1)]
+    needs += [(f"agents ({a.name}).train_start", a.train_start + config.replay - 1) for a in config.agents]
+    for key, seed in needs:
+        try:
+            cut(family, Split.train, seed, level=config.level)
+        except LleError as err:
+            raise InvalidInputError(f"population {origin}: {key}: needs train seed {seed}, but "
+                                    f"{str(err).splitlines()[0]}") from None
 
 
 def load_population(path: str | Path) -> PopulationConfig:

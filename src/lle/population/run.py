@@ -48,9 +48,9 @@ def share_round(pop: Population, tasks: list[SmallWorld], *, now: datetime | Non
         return dict(counts)
     copies = {(r.agent, r.item_id) for r in rows.copies(pop.store)}
     for agent in pop.config.explorers:  # each agent's own candidates face its own replay gate first
-        own = train_worlds(pop.config, pop.config.replay, agent.train_start)
         for skill in pop.library(agent.name).skills():
             if skill.state is SkillState.candidate and (agent.name, skill.item_id) not in copies:
+                own = train_worlds(pop.config, pop.config.replay, agent.train_start)
                 result = validate_skill(pop.library(agent.name), skill.item_id, own, pop.policy_factory(agent.name),
                                         actor=agent.name)
                 counts[f"own_replay_{result.state.value}"] += 1
@@ -74,8 +74,8 @@ def share_round(pop: Population, tasks: list[SmallWorld], *, now: datetime | Non
         except InvalidInputError:
             counts["held_back"] += 1  # blocked, delayed or not judged: it waits for a later round
     for agent in pop.config.explorers:
-        own = train_worlds(pop.config, pop.config.replay, agent.train_start)
         for share in sharing.shares_for(pop, agent.name, now=now):
+            own = train_worlds(pop.config, pop.config.replay, agent.train_start)
             adoption = sharing.adopt(pop, agent.name, share, own, pop.policy_factory(agent.name), now=now)
             counts["adopted" if adoption.reply.intent is Intent.adopted else "declined"] += 1
     return dict(counts)
