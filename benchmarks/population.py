@@ -2,7 +2,8 @@
 fast/slow agent against each of its models alone; prints JSON.
 
     .venv/bin/python benchmarks/population.py explore examples/populations/arith-trio.toml [--baseline best]
-    .venv/bin/python benchmarks/population.py fastslow --tasks 5 [--fast smollm2-135m] [--slow qwen2.5-coder-0.5b]
+    .venv/bin/python benchmarks/population.py fastslow --tasks 4 [--levers] [--fast smollm2-135m] \
+        [--slow qwen2.5-coder-0.5b]
 
 `explore`: the population's round (`lle population run FILE --baseline`): each explorer once on the round's train
 small worlds within the file's `budget`, then each explorer alone with as many attempts (other seeds) as the
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lle.config import Levers
 from lle.context.builder import BudgetedContextBuilder
 from lle.core import Limits, Outcome, Split
 from lle.evidence import assess_experience
@@ -50,11 +52,12 @@ def explore(file: str, out: Path, baseline: str) -> dict[str, Any]:
             "baseline_seconds": round(time.monotonic() - started, 1)}
 
 
-def fastslow(tasks: int, fast: str, slow: str, max_steps: int) -> dict[str, Any]:
+def fastslow(tasks: int, fast: str, slow: str, max_steps: int, levers: Levers) -> dict[str, Any]:
     family = open_family("math/arith-v1")
     dev = [family.small_world(Split.dev, seed, level=0) for seed in range(tasks)]
     models = {fast: make_policy(fast, temperature=0.0, seed=0), slow: make_policy(slow, temperature=0.0, seed=0)}
-    out: dict[str, Any] = {"tasks": [sw.id for sw in dev], "max_steps": max_steps}
+    out: dict[str, Any] = {"tasks": [sw.id for sw in dev], "max_steps": max_steps,
+                           "levers": levers.model_dump(mode="json", exclude_defaults=True)}
     with tempfile.TemporaryDirectory() as scratch, Store(Path(scratch) / "scratch.db") as store:
         for arm in (fast, slow, f"{fast}+{slow}"):
             solved, calls, slow_calls, seconds = 0, 0, 0, 0.0
@@ -67,7 +70,7 @@ def fastslow(tasks: int, fast: str, slow: str, max_steps: int) -> dict[str, Any]
                     builder = HistoryTap(BudgetedContextBuilder(), policy)
                 started = time.monotonic()
                 exp = run_episode(sw, policy, builder, store=store, assess=assess_experience,
-                                  limits=Limits(max_steps=max_steps, max_seconds=120))
+                                  limits=Limits(max_steps=max_steps, max_seconds=120), levers=levers)
                 seconds += time.monotonic() - started
                 solved += exp.outcome is Outcome.passed
                 n, s = model_calls(exp)
@@ -90,11 +93,14 @@ def main() -> None:
     fs.add_argument("--fast", default="smollm2-135m")
     fs.add_argument("--slow", default="qwen2.5-coder-0.5b")
     fs.add_argument("--max-steps", type=int, default=4)
+    fs.add_argument("--levers", action="store_true",
+                    help="stuck notes and submit discipline for every arm (a small model loops without them)")
     args = parser.parse_args()
     if args.what == "explore":
         result = explore(args.file, args.out, args.baseline)
     else:
-        result = fastslow(args.tasks, args.fast, args.slow, args.max_steps)
+        chosen = Levers(stuck="note", submit_discipline=True) if args.levers else Levers()
+        result = fastslow(args.tasks, args.fast, args.slow, args.max_steps, chosen)
     print(json.dumps(result, indent=2, sort_keys=True))
 
 
