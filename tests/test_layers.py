@@ -31,8 +31,8 @@ ORDER: tuple[tuple[str, ...], ...] = (
     ("lle.governance",),
     ("lle.carriers",),
     ("lle.router",),
-    ("lle.train", "lle.population"),  # not written yet: their place is kept
-    ("lle.flywheel",),
+    ("lle.train",),  # weights training: the CLI imports it on demand (the [train] extra)
+    ("lle.flywheel", "lle.population"),  # a population reuses the flywheel's skill replays
     ("lle.cli", "lle.viewer", "lle.gateway"),  # the viewer and the gateway: servers beside the CLI
 )
 """Floors, bottom first: a package imports from its own floor and those below, never above."""

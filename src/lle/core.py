@@ -19,7 +19,7 @@ from ulid import ULID
 SCHEMA_VERSION = 1
 """Version of every persisted type below; bump per type when its shape changes."""
 
-ID_PREFIXES = {"exp", "evd", "upd", "rev", "itm", "stp", "run", "snap"}
+ID_PREFIXES = {"exp", "evd", "upd", "rev", "itm", "stp", "run", "snap", "msg"}
 
 
 def new_id(prefix: str) -> str:

@@ -139,7 +139,7 @@ def _store_at_migration_6(source: Store, path: Path) -> None:
             conn.execute("INSERT INTO lle_migrations VALUES (?, ?, 'then')", (number, name))
         conn.execute("PRAGMA user_version=6")
         for table, columns in TABLES.items():
-            if table == "experience_steps":
+            if table in ("experience_steps", "messages", "shared_copies"):  # m007's and m008's
                 continue
             insert = f"INSERT INTO {table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
             for row in source.conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid"):
@@ -154,7 +154,7 @@ def test_a_store_made_at_migration_6_migrates_and_backfills(toy_run: tuple[Path,
         _store_at_migration_6(new, old)
         expected = {v: _rows(new, f"SELECT * FROM {v}") for v in (*VIEWS, "experience_steps")}
     with Store(old) as db:
-        assert db.schema_version == len(migrations()) == 7
+        assert db.schema_version == len(migrations()) >= 7
         assert {v: _rows(db, f"SELECT * FROM {v}") for v in expected} == expected
         assert foreign_key_problems(db) == []
         assert db.integrity_check() == "ok"

@@ -13,6 +13,7 @@ from lle import __version__
 from lle.cli import carriers, evidence, experiences, models, plugins, schema, store, updates, worlds
 from lle.cli import episodes as episodes_cmd
 from lle.cli import export as export_cmd
+from lle.cli import population as population_cmd
 from lle.cli import run as run_cmd
 from lle.cli import runs as runs_cmd
 from lle.cli import serve as serve_cmd
@@ -42,6 +43,7 @@ app.add_typer(skills_cmd.app, name="skills")
 app.add_typer(verifier_cases_cmd.app, name="verifier-cases")
 app.add_typer(export_cmd.app, name="export")
 app.add_typer(weights_cmd.app, name="weights")
+app.add_typer(population_cmd.app, name="population")
 app.command("revoke")(updates.revoke)
 app.command("doctor", help="Check that the default model runs on this CPU (same as `lle models check`).")(models.check)
 app.command("schema")(schema.schema)

@@ -191,8 +191,11 @@ class Episode:
             self._commit(failed.model_copy(update={"feedback": interventions}),
                          PolicyFailed(f"{type(err).__name__}: {err}"))
             return
+        notes = getattr(self.policy, "step_notes", None)
+        # What the policy says about its own decision (a fast/slow agent's other model call): the step's metadata.
+        said: list[Feedback] = notes() if callable(notes) else []
         if request.tool in self.grounder.skills:
-            self._expand(index, list(context.refs), request, llm, interventions)
+            self._expand(index, list(context.refs), request, llm, [*interventions, *said])
             return
         grounded = self.grounder.ground(request, offered=[t.name for t in tools] if interventions else None)
         copied = [name for name, text in (("thought", request.thought), ("expect", request.expect))
@@ -202,7 +205,7 @@ class Episode:
                                                       content={"fields": list[JsonValue](copied)})]
         step = Step(index=index, context_refs=list(context.refs), llm=llm, request=request,
                     executed=grounded.executed, effect=grounded.effect,
-                    feedback=[*interventions, *grounded.feedback])
+                    feedback=[*interventions, *said, *grounded.feedback])
         self._commit(step, self._stop_after(index, grounded))
 
     def _expand(self, index: int, refs: list[str], request: ActionRequest, llm: LLMCall | None,

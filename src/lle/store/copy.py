@@ -36,6 +36,8 @@ TABLES: dict[str, tuple[str, ...]] = {
     "export_rows": ("snapshot_id", "row_index", "experience_id", "item_id"),
     "trajectory_hashes": ("experience_id", "hash"),
     "revoked_content": ("revocation_id", "experience_id", "kind", "hash"),
+    "messages": ("id", "sender", "intent", "priority", "created_at", "expires_at", "body"),
+    "shared_copies": ("agent", "item_id", "source_agent", "source_item", "message_id", "at"),
 }
 """Every ledger table but `lle_migrations` (each store records its own), with the columns both backends share."""
 ORDER = {"memory_utility": "seq"}

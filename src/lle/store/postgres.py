@@ -39,7 +39,8 @@ WRITE_LOCK = 0x6C6C65_0001
 """The advisory lock every write transaction holds (per database): the one writer at a time."""
 LEDGER_TABLES = ("lle_migrations", "experiences", "steps", "evidence", "updates", "revocations", "carrier_items",
                  "blobs", "search", "episodes", "memory_vectors", "memory_utility", "routed", "export_snapshots",
-                 "export_rows", "trajectory_hashes", "revoked_content", "experience_steps")
+                 "export_rows", "trajectory_hashes", "revoked_content", "experience_steps", "messages",
+                 "shared_copies")
 
 
 def with_schema(url: str, schema: str) -> str:

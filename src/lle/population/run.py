@@ -1,0 +1,129 @@
+"""A population's rounds: explore, then share what its own gates activated (`lle population run FILE`).
+
+    round r:  the round's train small worlds (the same for every explorer)
+              explore ─ pass@population, best single explorer, diversity
+              share:  reconcile revocations ─ ask the validators about each new active skill ─ they judge
+                      ─ publish what they allowed ─ every other explorer adopts through its own replay gate
+
+`baseline`: each explorer alone, with as many attempts as the population has explorers and their
+summed budget, in a folder of its own (so its episodes never reach the population's stores): the
+single agent at the same budget that pass@population is compared with.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lle.carriers.skills import SkillState
+from lle.core import SmallWorld, Split, utcnow
+from lle.errors import InvalidInputError
+from lle.flywheel.replay import validate_skill
+from lle.population import sharing
+from lle.population.explore import explore
+from lle.population.population import Population
+from lle.population.types import Intent, PopulationConfig, Role
+from lle.population.validation import Validator
+from lle.store import messages as rows
+from lle.worlds.base import cut, open_family
+
+Progress = Callable[[str], None]
+
+
+def train_worlds(config: PopulationConfig, n: int, start: int) -> list[SmallWorld]:
+    family = open_family(config.world)
+    return [cut(family, Split.train, seed, level=config.level) for seed in range(start, start + n)]
+
+
+def share_round(pop: Population, tasks: list[SmallWorld], *, now: datetime | None = None) -> dict[str, Any]:
+    """Sharing after a round's exploration; the counts of what happened."""
+    now = now or utcnow()
+    counts: Counter[str] = Counter()
+    counts["revoked_copies"] = len(sharing.reconcile(pop))
+    if "skills" not in pop.config.shared:
+        return dict(counts)
+    copies = {(r.agent, r.item_id) for r in rows.copies(pop.store)}
+    for agent in pop.config.explorers:  # each agent's own candidates face its own replay gate first
+        for skill in pop.library(agent.name).skills():
+            if skill.state is SkillState.candidate and (agent.name, skill.item_id) not in copies:
+                own = train_worlds(pop.config, pop.config.replay, agent.train_start)
+                result = validate_skill(pop.library(agent.name), skill.item_id, own, pop.policy_factory(agent.name),
+                                        actor=agent.name)
+                counts[f"own_replay_{result.state.value}"] += 1
+    shared = {m.skill_ids[0] for m in pop.bus.messages(intent=Intent.share)}
+    # Only an agent's own skills are offered: a copy is shared by its source (no echo round the population).
+    offers = [(a.name, s.item_id) for a in pop.config.explorers for s in pop.library(a.name).skills()
+              if s.state is SkillState.active and (a.name, s.item_id) not in copies and s.item_id not in shared]
+    if pop.config.validators:
+        for owner, item_id in offers:
+            if sharing.verdict_for(pop, item_id) is None:
+                sharing.ask_judges(pop, owner, item_id, now=now)
+                counts["asked"] += 1
+        for agent in pop.config.validators:
+            validator = Validator(agent.name, pop.policy_factory(agent.name)(tasks[0]))
+            for verdict in sharing.judge_pending(pop, validator, now=now):
+                counts[f"verdict_{verdict.payload['decision']}"] += 1
+    for owner, item_id in offers:
+        try:
+            sharing.publish(pop, owner, item_id, now=now)
+            counts["shared"] += 1
+        except InvalidInputError:
+            counts["held_back"] += 1  # blocked, delayed or not judged: it waits for a later round
+    for agent in pop.config.explorers:
+        for share in sharing.shares_for(pop, agent.name, now=now):
+            own = train_worlds(pop.config, pop.config.replay, agent.train_start)
+            adoption = sharing.adopt(pop, agent.name, share, own, pop.policy_factory(agent.name), now=now)
+            counts["adopted" if adoption.reply.intent is Intent.adopted else "declined"] += 1
+    return dict(counts)
+
+
+def run_population(pop: Population, *, progress: Progress | None = None) -> dict[str, Any]:
+    """Every round of the population's config; the report (also written to `ROOT/reports/`)."""
+    config, rounds = pop.config, []
+    for r in range(config.rounds):
+        tasks = train_worlds(config, config.train, r * config.train)
+        if progress:
+            progress(f"round {r}: {len(config.explorers)} explorers on {len(tasks)} train small worlds")
+        report = explore(pop, tasks, budget=config.budget)
+        rounds.append({"round": r, **report.summary(), "sharing": share_round(pop, tasks)})
+    out = {"population": config.name, "world": config.world, "level": config.level, "rounds": rounds}
+    _write(pop.root, "run", out)
+    return out
+
+
+def run_baseline(config: PopulationConfig, root: Path, *, only: Sequence[str] | None = None,
+                 progress: Progress | None = None) -> dict[str, Any]:
+    """Each explorer (or those in `only`) alone at the population's budget (n explorers: n attempts, n times the
+    budget)."""
+    explorers = config.explorers
+    budget = None if config.budget is None else config.budget * len(explorers)
+    out: dict[str, Any] = {"attempts": len(explorers), "budget": budget, "rounds": []}
+    for r in range(config.rounds):
+        tasks = train_worlds(config, config.train, r * config.train)
+        per_agent = {}
+        for agent in explorers:
+            if only is not None and agent.name not in only:
+                continue
+            if progress:
+                progress(f"baseline round {r}: {agent.name} alone, {len(explorers)} attempts")
+            alone = config.model_copy(update={"agents": [agent.model_copy(update={"role": Role.explorer})]})
+            with Population(alone, root / "baseline" / agent.name) as solo:
+                per_agent[agent.name] = explore(solo, tasks, attempts=len(explorers), budget=budget).summary()
+        best = max(per_agent, key=lambda a: per_agent[a]["pass_at_population"])
+        out["rounds"].append({"round": r, "best_alone": {"agent": best,
+                                                         "solved": per_agent[best]["pass_at_population"]},
+                              "per_agent": per_agent})
+    _write(root, "baseline", out)
+    return out
+
+
+def _write(root: Path, kind: str, report: dict[str, Any]) -> Path:
+    folder = root / "reports"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{kind}-{utcnow().strftime('%Y%m%dT%H%M%S')}.json"
+    path.write_text(json.dumps(report, indent=2, sort_keys=True))
+    return path

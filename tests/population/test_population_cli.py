@@ -1,0 +1,60 @@
+"""`lle population run FILE` and `lle population messages`, end to end in real processes (toy world, oracle)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TOY = """
+name = "toy-duo"
+world = "toy/keys-v1"
+train = 8
+max_steps = 20
+replay = 4
+
+[[agents]]
+name = "a"
+model = "oracle"
+
+[[agents]]
+name = "b"
+model = "oracle"
+train_start = 100
+"""
+
+
+def lle(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    return subprocess.run([sys.executable, "-m", "lle.cli.main", "--workspace", str(workspace), *args],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_run_then_list_messages(tmp_path: Path) -> None:
+    file = tmp_path / "toy.toml"
+    file.write_text(TOY)
+    ran = lle(tmp_path / "ws", "population", "run", str(file), "--json")
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads(ran.stdout)
+    [first] = report["rounds"]
+    assert first["pass_at_population"] == first["tasks"] == 8 and first["best_single"]["solved"] == 8
+    assert first["sharing"]["shared"] >= 1  # a skill its owner's replay activated was offered
+    assert (tmp_path / "ws" / "populations" / "toy-duo" / "agents" / "a.db").is_file()
+    listed = lle(tmp_path / "ws", "population", "messages", "--json", "--intent", "share")
+    assert listed.returncode == 0, listed.stderr
+    shares = json.loads(listed.stdout)
+    assert len(shares) == first["sharing"]["shared"] and {m["intent"] for m in shares} == {"share"}
+    assert all(m["skill_ids"] and m["payload"]["descriptor"]["format"] == "lle-skill/1" for m in shares)
+
+
+def test_a_bad_population_file_is_one_line(tmp_path: Path) -> None:
+    file = tmp_path / "bad.toml"
+    file.write_text(TOY.replace('model = "oracle"', "model = 3", 1))
+    ran = lle(tmp_path / "ws", "population", "run", str(file))
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr
+    [line] = ran.stderr.strip().splitlines()
+    assert str(file) in line and "agents[0] (a).model" in line
+    none = lle(tmp_path / "empty", "population", "messages")
+    assert none.returncode == 2 and "lle population run FILE" in none.stderr
