@@ -96,6 +96,12 @@ class RunConfig(Record):
     verification_budget: int | None = Field(default=None, ge=0)
     """Expensive verifier runs per train batch (`lle.evidence.budget`; skips are recorded as `unknown`
     evidence); None: no budget, every verifier runs. Evaluation and skill replays are never budgeted."""
+    weights_min_rows: int | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
+    """`lle` trains a LoRA adapter (expert iteration, the `[train]` extra) after a round whose dataset holds at
+    least this many more sft rows than the last adapter was trained on, and activates it through the weights
+    gate (a paired verdict on dev tasks apart from the evaluation's); None: weights are never trained."""
+    weights_steps: int = Field(default=40, ge=1)
+    """Optimizer steps at most per adapter."""
     created_at: datetime = Field(default_factory=utcnow)
     """When the run was started."""
 

@@ -147,3 +147,38 @@ def test_each_row_prompt_is_what_the_model_was_given(tmp_path: Path) -> None:
             tokens == given[by_step[row["step"]]]
         assert row["completion"] == exp.steps[row["step"]].llm.completion  # type: ignore[union-attr]
         assert row["model"] == policy.model_id
+
+
+@pytest.mark.slow
+def test_the_flywheel_trains_gates_and_resumes_the_weights_step(tmp_path: Path) -> None:
+    from lle.config import RunConfig
+    from lle.flywheel import weights
+    from lle.flywheel.loop import Flywheel, strategy_db
+    from lle.store import flywheel as flywheel_store
+
+    config = RunConfig(model=DEFAULT_MODEL, suite="toy", strategies=["lle"], rounds=1, train_per_round=1,
+                       eval_tasks=2, group_size=1, workers=1, max_steps=2, weights_min_rows=2, weights_steps=2)
+    fw = Flywheel(config, workspace=tmp_path)
+    db_path = strategy_db(fw.folder, "lle")
+    family = KeysFamily()
+    with Store(db_path) as db:  # a round's verified successes, as the router admits them
+        for seed in (0, 1):
+            sw = family.small_world(Split.train, seed)
+            Dataset(db).admit(run_episode(sw, ScriptedPolicy(oracle_actions(sw)), store=db, assess=assess_experience))
+    gate = weights.gate_worlds(fw)
+    assert gate and not {w.id for w in gate} & {w.id for w in fw.eval_worlds}  # the verdict's tasks never choose
+    weights.validate(fw, db_path, 1)
+    with Store(db_path) as db:
+        [adapter] = WeightsCarrier(db).adapters()
+        decided = [u for u in db.list_updates(carrier="weights") if u.gate and u.gate.name == "weights_heldout"]
+        assert adapter.state in ("active", "rejected") and len(decided) == 1, adapter.state
+        assert f"over {len(gate)} pairs" in decided[0].gate.reasons[0]  # type: ignore[union-attr]
+        arms: dict[str, set[object]] = {"served": set(), "candidate": set()}
+        for batch, exp_id, *_ in flywheel_store.batch_results(db, f"{config.id}/"):
+            if "/weights/" in batch:
+                arms[batch.rsplit("/", 1)[1]].add(db.get_experience(exp_id).policy.params.get("adapter"))
+        assert arms == {"served": {None}, "candidate": {adapter.id}}  # only the candidate arm ran with it
+        n_updates = len(db.list_updates(carrier="weights"))
+    weights.validate(fw, db_path, 1)  # resumed after the decision: nothing trained, replayed or decided again
+    with Store(db_path) as db:
+        assert len(WeightsCarrier(db).adapters()) == 1 and len(db.list_updates(carrier="weights")) == n_updates

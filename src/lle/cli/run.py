@@ -118,6 +118,9 @@ def run(
                                "2, 18 held-out, 4 steps an episode; ~8 min on 2 cores): it says when it is too small "
                                "to decide."),
     scenario: str | None = typer.Option(None, "--scenario", help="poison: inject instructions and preferences."),
+    weights_min_rows: int | None = typer.Option(None, "--weights-min-rows", min=1, max=MAX_TASKS * 100,
+                                                help="lle trains a LoRA adapter after a round whose dataset gained "
+                                                     "this many sft rows (extra [train]); default: never."),
     resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Continue a killed run."),
     as_json: bool = typer.Option(False, "--json", help="No progress display; print the summary as JSON."),
 ) -> None:
@@ -144,7 +147,17 @@ def run(
                            train_per_round=train or chosen_suite.train_per_round,
                            eval_tasks=eval_tasks or chosen_suite.eval_tasks, workers=workers, max_steps=max_steps,
                            seed=seed, scenario=scenario, group_size=group or 4, curriculum=curriculum,
-                           levers=parse_levers(levers), executor=executor, ray_address=ray_address)
+                           levers=parse_levers(levers), executor=executor, ray_address=ray_address,
+                           weights_min_rows=weights_min_rows)
+    if config.weights_min_rows is not None:
+        if config.model == "oracle" or config.model.startswith("openai:"):
+            raise InvalidInputError(f"--weights-min-rows trains a LoRA on a local GGUF model, not {config.model}; "
+                                    "use a catalog model or PATH.gguf, or leave the option out")
+        try:
+            import lle.train.sft  # noqa: F401  (torch, transformers, peft: before any run folder exists)
+        except ImportError as err:
+            raise InvalidInputError(f"--weights-min-rows needs the [train] extra ({err.name} is missing); "
+                                    "install it: pip install -e '.[train]'") from err
     if config.model.startswith("openai:") and not resume:
         reach_server(config.model)  # before any run folder exists: a wrong URL or key is one line, not a 0/N run
     if config.model != "oracle" and not config.model.startswith("openai:"):

@@ -80,8 +80,8 @@ def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
     cells: dict[tuple[int, str, str], Cell] = defaultdict(Cell)
     for batch, exp_id, world, outcome, n_steps in flywheel_store.batch_results(db, prefix):
         round_, phase = batch_round(batch)
-        if phase in ("skill", "recipe"):
-            continue  # an A/B replay (skill or recipe): counted by its gate decision, not as a train episode
+        if phase in ("skill", "recipe", "weights"):
+            continue  # an A/B replay (skill, recipe, adapter): counted by its gate decision, not as an episode
         cell = cells[(round_, phase, world)]
         if outcome != "pass" and time_capped(db, exp_id):
             cell.time_capped += 1  # the machine was slow, not the agent wrong: reported apart, never a failure

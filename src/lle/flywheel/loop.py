@@ -27,7 +27,7 @@ from lle.config import Levers, RunConfig
 from lle.core import Experience, SmallWorld, Split, Step, Update, utcnow
 from lle.errors import InvalidInputError
 from lle.evidence import VerificationBudget, assess_experience
-from lle.flywheel import curriculum, poison, strategies, suite
+from lle.flywheel import curriculum, poison, strategies, suite, weights
 from lle.flywheel.paths import strategy_db as strategy_db  # re-exported: callers know it as loop.strategy_db
 from lle.runtime.harness import stop_of
 from lle.runtime.parallel import Backend, PolicyFactory, run_many
@@ -109,16 +109,30 @@ class Flywheel:
         self.curriculum: list[curriculum.Choice] = []
         self._writer: object | None = None
 
-    def policy_factory(self, db_path: Path, attempt: int = 0) -> strategies.SpecPolicyFactory:
-        """The policy of a batch: greedy, or for a group's exploring attempt `attempt` sampled with its own seeds."""
+    def policy_factory(self, db_path: Path, attempt: int = 0,
+                       adapter: tuple[str, str] | None = None) -> strategies.SpecPolicyFactory:
+        """The policy of a batch: greedy, or for a group's exploring attempt `attempt` sampled with its own seeds;
+        with `adapter` (file, item id) a LoRA adapter is applied on the model."""
         threads = max(1, (os.cpu_count() or 2) // max(1, self.config.workers))
         temperature = self.config.group_temperature if attempt else 0.0
         return strategies.SpecPolicyFactory(self.config.model, threads=threads, seed=self.config.seed + 1000 * attempt,
-                                            db_path=str(db_path), cache=self.cache, temperature=temperature)
+                                            db_path=str(db_path), cache=self.cache, temperature=temperature,
+                                            adapter=adapter[0] if adapter else None,
+                                            adapter_id=adapter[1] if adapter else None)
+
+    def served_adapter(self, db_path: Path) -> tuple[str, str] | None:
+        """The weights carrier's active adapter in a strategy's store (file, item id), when weights are trained."""
+        if self.config.weights_min_rows is None or not db_path.exists():
+            return None
+        from lle.carriers.weights import WeightsCarrier
+
+        with Store(db_path) as db:
+            active = WeightsCarrier(db).active()
+        return (str(active.path), active.id) if active is not None else None
 
     def phase(self, strategy: str, db_path: Path, label: str, small_worlds: list[SmallWorld],
               skills: strategies.SkillsOffer | None = None, levers: Levers | None = None,
-              attempt: int = 0) -> list[Experience]:
+              attempt: int = 0, adapter: tuple[str, str] | None = None) -> list[Experience]:
         """One batch of episodes into `db_path`, assessed as they finish; resumable by its label.
 
         `lle` episodes are offered the library's active skills and run under their family's active
@@ -141,7 +155,9 @@ class Flywheel:
             budget = VerificationBudget(units=self.config.verification_budget)
         from lle.carriers.verifier_cases import CaseVerifier
 
-        factory: PolicyFactory = self.policy_factory(db_path, attempt)
+        if adapter is None and strategy == "lle":
+            adapter = self.served_adapter(db_path)  # frozen for the batch, like its skills and recipe
+        factory: PolicyFactory = self.policy_factory(db_path, attempt, adapter)
         if poisoned:  # the self-poisoning arm's agent stops short; the weak check it fools runs beside the others
             factory = poison.ArmPolicyFactory(factory)
 
@@ -319,6 +335,8 @@ class Flywheel:
                 if self.config.curriculum:  # from the round's stored outcomes: a resumed run moves alike
                     levels, moves = curriculum.step(self.suite, levels, attempts, self.config.band)
                 self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
+                if strategy == "lle" and self.config.weights_min_rows is not None:
+                    weights.validate(self, db_path, round_)
                 if strategy == "lle" and self.config.monitor:
                     from lle.flywheel import monitor  # revokes what regressed since its activation (once)
 
