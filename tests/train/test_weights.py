@@ -22,6 +22,7 @@ from lle.actions import action_schema
 from lle.carriers.dataset import Dataset, seen_messages, sft_rows, tools_of
 from lle.carriers.exports import export
 from lle.carriers.weights import HeldOutVerdict, WeightsCarrier
+from lle.context.plain import PlainContextBuilder
 from lle.core import Limits, Split
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
@@ -182,3 +183,38 @@ def test_the_flywheel_trains_gates_and_resumes_the_weights_step(tmp_path: Path) 
     weights.validate(fw, db_path, 1)  # resumed after the decision: nothing trained, replayed or decided again
     with Store(db_path) as db:
         assert len(WeightsCarrier(db).adapters()) == 1 and len(db.list_updates(carrier="weights")) == n_updates
+
+
+@pytest.mark.slow
+def test_grpo_pushes_down_the_failed_attempt_of_a_mixed_group_and_drops_revoked_ones(tmp_path: Path) -> None:
+    from lle.train.grpo import GrpoConfig, group_samples, read_rl_rows, train_grpo
+
+    policy = LlamaPolicy(locate(DEFAULT_MODEL), n_threads=2, max_tokens=120)
+    with Store(tmp_path / "lle.db") as store:
+        dataset = Dataset(store)
+        for seed in range(5, 12):  # the dataset gate may refuse a failure (e.g. words that match a held-out item)
+            sw = KeysFamily().small_world(Split.train, seed)
+            solved = run_episode(sw, ScriptedPolicy(oracle_actions(sw)), store=store, assess=assess_experience)
+            # The model with two steps cannot open the doors: a verified failure in the same group.
+            short = sw.model_copy(update={"limits": Limits(max_steps=2)})
+            failed = run_episode(short, policy, store=store, assess=assess_experience)
+            assert (solved.outcome.value, failed.outcome.value) == ("pass", "fail")
+            if all(dataset.admit(exp).op.value == "admit" for exp in (solved, failed)):
+                break
+        else:
+            pytest.fail("the dataset gate refused the model's failure on every seed tried")
+        rows_path = Path(export(dataset, "rl", tmp_path / "exports").path)
+        samples, groups = group_samples(store, read_rl_rows(rows_path))
+        # Only the model's steps carry a recorded call; its attempt is below the group's mean.
+        assert groups == 1 and samples and all(s.advantage < 0 and s.experience_id == failed.id for s in samples)
+        card = train_grpo(rows_path, store, locate(DEFAULT_MODEL), tmp_path / "grpo", base_model=DEFAULT_MODEL,
+                          config=GrpoConfig(steps=4, batch_size=2, learning_rate=2e-3, beta=0.04, threads=2))
+        assert card.method == "grpo" and card.beta == 0.04 and card.experience_ids == [failed.id]
+        # Pushed down: the failed completions' log-likelihood falls (the loss with it), drifting from the base.
+        assert card.losses[-1] < card.losses[0] and card.kl[-1] > card.kl[0] == 0.0, (card.losses, card.kl)
+        tuned = LlamaPolicy(locate(DEFAULT_MODEL), lora_path=tmp_path / "grpo" / "adapter.gguf", n_threads=2)
+        request, _ = tuned.act(PlainContextBuilder().build(sw, tools_of(sw), [], "You are in the hall."))
+        assert request.tool in sw.tools
+        revoke(store, failed.id, "a bad attempt", "tester")
+        with pytest.raises(InvalidInputError, match="no group"):
+            train_grpo(rows_path, store, locate(DEFAULT_MODEL), tmp_path / "again", base_model=DEFAULT_MODEL)

@@ -63,6 +63,12 @@ class TrainingCard(Record):
     """Training loss per step (completion tokens only)."""
     holdout_losses: list[tuple[int, float]] = Field(default_factory=list)
     """(step, loss) at each holdout evaluation."""
+    beta: float | None = None
+    """GRPO: the weight of the KL penalty to the base."""
+    kl: list[float] = Field(default_factory=list)
+    """GRPO: the mean per-token KL to the base at each step."""
+    groups: int = Field(default=0, ge=0)
+    """GRPO: groups (attempts at one small world) whose rewards differed, the only ones that teach."""
     wall_seconds: float = Field(ge=0)
     threads: int = Field(ge=1)
     device: str = "cpu"

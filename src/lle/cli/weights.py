@@ -28,6 +28,13 @@ def _row(a: Adapter) -> dict[str, Any]:
             "wall_seconds": c.wall_seconds, "path": str(a.path), "sha256": c.adapter_sha256}
 
 
+def _is_rl(path: Path) -> bool:
+    """An rl snapshot's rows (groups of attempts with outcomes), not sft rows."""
+    with path.open("rb") as handle:
+        first = handle.readline()
+    return b'"outcomes"' in first and b'"experience_ids"' in first
+
+
 def _ref(db: Any, ref: str) -> str:
     return lookup.item_id(db, ref, "weights")
 
@@ -40,11 +47,15 @@ def train(
     rank: int = typer.Option(8, min=1, max=256),
     learning_rate: float = typer.Option(1e-3, "--lr", min=1e-7, max=1.0),
     batch_size: int = typer.Option(4, min=1, max=256),
+    beta: float | None = typer.Option(None, "--beta", min=0.0, max=10.0,
+                                      help="GRPO's KL penalty to the base (rl snapshots; default 0.04)."),
     out: Path | None = typer.Option(None, "--out", help="Folder for the adapter (default: WORKSPACE/adapters/ID)."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Expert iteration: a LoRA adapter on a snapshot's verified successes, proposed as a candidate."""
+    """A LoRA adapter, proposed as a candidate: expert iteration on an sft snapshot's verified successes, or GRPO
+    on an rl snapshot's groups of attempts (their verified rewards normalized in each group)."""
     try:
+        from lle.train.grpo import GrpoConfig, train_grpo
         from lle.train.sft import SftConfig, train_sft
     except ImportError as err:
         raise InvalidInputError(f"training needs the [train] extra ({err.name} is missing); {TRAIN_EXTRA_FIX}") from err
@@ -58,22 +69,29 @@ def train(
             if found is None:
                 raise InvalidInputError(f"snapshot {snapshot!r} is neither a file nor a snapshot id; list them with "
                                         "`lle export list`, or export one with `lle export dataset --format sft`")
-            if found.format != "sft":
-                raise InvalidInputError(f"snapshot {snapshot} is {found.format}; train on an sft snapshot")
+            if found.format not in ("sft", "rl"):
+                raise InvalidInputError(f"snapshot {snapshot} is {found.format}; train on an sft snapshot (expert "
+                                        "iteration) or an rl one (GRPO)")
             if found.tainted:
                 raise InvalidInputError(f"snapshot {snapshot} holds revoked records ({', '.join(found.tainted_by)}); "
                                         "export a fresh one")
             rows_path, snap_id = Path(found.path), found.id
         base = catalog.locate(model, settings.workspace)
         folder = out or workspace.resolve(settings.workspace) / "adapters" / (snap_id or rows_path.stem)
-        config = SftConfig(steps=steps, rank=rank, learning_rate=learning_rate, batch_size=batch_size,
-                           threads=threads_from_env())
 
         def progress(step: int, of: int, loss: float) -> None:
             err_console.print(f"step {step}/{of} loss {loss:.4f}", highlight=False)
 
-        card = train_sft(rows_path, base, folder, base_model=model, config=config, snapshot_id=snap_id,
-                         progress=None if as_json else progress)
+        shown = None if as_json else progress
+        if _is_rl(rows_path):
+            card = train_grpo(rows_path, db, base, folder, base_model=model, snapshot_id=snap_id, progress=shown,
+                              config=GrpoConfig(steps=steps, rank=rank, learning_rate=learning_rate,
+                                                batch_size=batch_size, beta=0.04 if beta is None else beta,
+                                                threads=threads_from_env()))
+        else:
+            card = train_sft(rows_path, base, folder, base_model=model, snapshot_id=snap_id, progress=shown,
+                             config=SftConfig(steps=steps, rank=rank, learning_rate=learning_rate,
+                                              batch_size=batch_size, threads=threads_from_env()))
         adapter = WeightsCarrier(db, actor="lle weights train").propose(card, folder)
     if as_json:
         print_json(_row(adapter))

@@ -113,7 +113,7 @@ def split_by_task(rows: Sequence[Row], share: float, seed: int) -> tuple[list[in
     return train, hold
 
 
-def _batch(examples: Sequence[tuple[list[int], list[int]]], pad: int) -> dict[str, Any]:
+def batch_of(examples: Sequence[tuple[list[int], list[int]]], pad: int) -> dict[str, Any]:
     import torch
 
     width = max(len(ids) for ids, _ in examples)
@@ -130,7 +130,7 @@ def _loss(model: Any, examples: Sequence[tuple[list[int], list[int]]], pad: int,
     with torch.no_grad():
         for start in range(0, len(examples), batch_size):
             chunk = examples[start:start + batch_size]
-            total += float(model(**_batch(chunk, pad)).loss) * len(chunk)
+            total += float(model(**batch_of(chunk, pad)).loss) * len(chunk)
     return total / max(len(examples), 1)
 
 
@@ -163,7 +163,7 @@ def train_sft(rows_path: Path, base_gguf: Path, out_dir: Path, *, base_model: st
     model.train()
     for step in range(1, config.steps + 1):
         chunk = rng.sample(train, min(config.batch_size, len(train)))
-        loss = model(**_batch(chunk, pad)).loss
+        loss = model(**batch_of(chunk, pad)).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
