@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -178,12 +179,12 @@ def _meta(exp: Experience, exact: bool) -> Row:
 
 def recorded_call(step: Step) -> Row:
     """What the policy recorded of its call, when it recorded the exact text: `prompt` (byte for byte what
-    the model was given) and `completion` (what it generated), with the model and adapter that ran."""
+    the model was given) and `completion` (what it generated), with the model that ran (its weights' sha256 is
+    on the adapter's training card: a 64-digit hash here would read as a secret to the row check)."""
     llm = step.llm
     if llm is None or llm.prompt is None or llm.completion is None:
         return {}
-    return {"prompt": llm.prompt, "completion": llm.completion, "model": llm.model,
-            "model_sha256": llm.model_sha256}
+    return {"prompt": llm.prompt, "completion": llm.completion, "model": llm.model}
 
 
 def sft_rows(exp: Experience, seen: list[list[Message]], exact: bool) -> list[Row]:
@@ -257,6 +258,18 @@ def unquoted_instructions(texts: Sequence[str]) -> int:
 def leftover_secrets(texts: Sequence[str]) -> int:
     """PII and secrets `redact` still finds in `texts` (after scrubbing this must be 0)."""
     return sum(_secrets_in(t) for t in set(texts))
+
+
+_CHATML = re.compile(r"<\|im_start\|>(?:system|user|assistant|tool)\n|<\|im_end\|>")
+
+
+def template_free(prompt: str, messages: int) -> str:
+    """A recorded prompt without its chat template's own role markers (ChatML: SmolLM2, Qwen2.5), which the
+    instruction check reads as fake role tags. A prompt with more markers than the row has messages keeps them
+    all: one of them came from the data, and is flagged."""
+    if prompt.count("<|im_start|>") > messages:
+        return prompt
+    return _CHATML.sub("\n", prompt)
 
 
 def row_texts(value: Any) -> list[str]:
@@ -399,7 +412,12 @@ def check_row(row: Row, small_worlds: dict[str, SmallWorld]) -> str | None:
         raise StoreError(f"row of {row.get('experience_ids')} names no known small world; the export is broken")
     if sw.split is not Split.train:
         return f"{sw.id} is a {sw.split} task"
-    texts = row_texts(row)
+    recorded = row.get("prompt")
+    if isinstance(recorded, str):  # the exact prompt of an sft row (dpo and rl rows hold messages there)
+        texts = row_texts({k: v for k, v in row.items() if k != "prompt"})
+        texts.append(template_free(recorded, len(row.get("messages") or [])))
+    else:
+        texts = row_texts(row)
     left = leftover_secrets(texts)
     if left:
         return f"{left} secrets left"
