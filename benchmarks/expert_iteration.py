@@ -1,13 +1,17 @@
-"""Expert iteration on the default model: does a LoRA trained on its own verified successes help held-out?
+"""Expert iteration (or GRPO) on the default model: does a LoRA trained on its own verified experience help?
 
     .venv/bin/python benchmarks/expert_iteration.py [--model smollm2-135m] [--suite examples/suites/math-easy.toml]
         [--train-tasks 32] [--group 4] [--eval 48] [--steps 40] [--levers all] [--workers 2] [--out FOLDER]
+        [--method sft|grpo]
 
 1. Explore (train split only): each train small world of the suite is played `--group` times, greedy once
    and sampled at temperature 0.8 with its own seeds; every episode is verified by the worlds' anchors.
 2. The dataset carrier admits the verified successes (its gate: hard evidence, scrubbed, deduplicated,
    uncontaminated); an `sft` snapshot is exported, every row with the prompt the model saw byte for byte.
 3. `lle.train.sft` trains a LoRA adapter on it (early stop on a holdout of train tasks); CPU time measured.
+   With `--method grpo` the failures are admitted too, an `rl` snapshot holds the groups, and `lle.train.grpo`
+   trains on the groups whose attempts both passed and failed. A rerun with the same `--out` reads the
+   explored episodes and the base's evaluation back (they are resumable batches) instead of playing them again.
 4. Paired held-out verdict: the base and the adapter, both greedy, on the same dev small worlds (the ones the
    flywheel draws for this suite); the weights gate then decides the candidate in the run's store.
 
@@ -45,6 +49,7 @@ from lle.flywheel.verdict import paired_verdict
 from lle.policies.catalog import locate
 from lle.runtime.parallel import run_many
 from lle.store import Store
+from lle.train.grpo import GrpoConfig, train_grpo
 from lle.train.sft import SftConfig, train_sft
 
 LOCK = Path("/tmp/lle-model.lock")
@@ -79,6 +84,7 @@ def main() -> None:
     parser.add_argument("--levers", default="all", help="The harness levers of every episode (as `lle run --levers`).")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None, help="Keep the store and adapter here.")
+    parser.add_argument("--method", choices=("sft", "grpo"), default="sft")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="lle-ei-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -102,28 +108,38 @@ def main() -> None:
                              "tasks": len(train), "tasks_solved": len(solved),
                              "wall_s": round(time.perf_counter() - started, 1)}
         dataset = Dataset(store, actor="benchmark")
-        admitted = sum(dataset.admit(e).op.value == "admit" for e in explored if e.outcome is Outcome.passed)
-        snap = export(dataset, "sft", folder / "exports")
+        grpo = args.method == "grpo"
+        admitted = sum(dataset.admit(e).op.value == "admit" for e in explored if grpo or e.outcome is Outcome.passed)
+        snap = export(dataset, "rl" if grpo else "sft", folder / "exports")
         report["dataset"] = {"admitted": admitted, "snapshot": snap.id, "rows": snap.n_rows, "skipped": snap.skipped}
         if snap.n_rows == 0:
             report["verdict"] = "no verified success to train on"
             print(json.dumps(report, indent=2))
             return
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        threads_all = os.cpu_count() or 2
         with model_lock():
-            card = train_sft(Path(snap.path), locate(args.model), folder / "adapter", base_model=args.model,
-                             snapshot_id=snap.id, config=SftConfig(steps=args.steps, threads=os.cpu_count() or 2))
+            if grpo:
+                card = train_grpo(Path(snap.path), store, locate(args.model), folder / "adapter-grpo",
+                                  base_model=args.model, snapshot_id=snap.id,
+                                  config=GrpoConfig(steps=args.steps, threads=threads_all))
+            else:
+                card = train_sft(Path(snap.path), locate(args.model), folder / "adapter", base_model=args.model,
+                                 snapshot_id=snap.id, config=SftConfig(steps=args.steps, threads=threads_all))
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         carrier = WeightsCarrier(store, actor="benchmark")
-        adapter = carrier.propose(card, folder / "adapter")
+        adapter = carrier.propose(card, folder / ("adapter-grpo" if grpo else "adapter"))
         report["training"] = {"rows": card.rows, "exact_rows": card.exact_rows, "train_rows": card.train_rows,
                               "holdout_rows": card.holdout_rows, "steps": card.steps, "best_step": card.best_step,
+                              "method": card.method, "groups": card.groups, "beta": card.beta,
+                              "kl_last": card.kl[-1] if card.kl else None,
                               "first_loss": card.losses[0], "last_loss": card.losses[-1],
                               "holdout_losses": card.holdout_losses, "wall_s": card.wall_seconds,
                               "cpu_s": round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1)}
         base = play(dev, SpecPolicyFactory(args.model, threads=threads), store, config, "eval/base", args.workers)
         tuned = play(dev, SpecPolicyFactory(args.model, threads=threads, adapter=str(adapter.path),
-                                            adapter_id=adapter.id), store, config, "eval/adapter", args.workers)
+                                            adapter_id=adapter.id), store, config, f"eval/adapter-{args.method}",
+                     args.workers)
         pairs = [(t.outcome is Outcome.passed, b.outcome is Outcome.passed) for t, b in zip(tuned, base, strict=True)]
         verdict = paired_verdict("adapter", "base", pairs)
         low, high = verdict.ci95
