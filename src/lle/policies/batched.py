@@ -289,15 +289,29 @@ class BatchedDecoder:
         self._queue.clear()
 
     def _admit(self) -> None:
-        """Give each waiting request an idle slot: its own last slot, else the longest cached common prefix."""
+        """Give each waiting request an idle slot: its own last slot, else the longest cached common prefix.
+
+        With prefix sharing, a request whose prefix another request is still evaluating waits for it
+        (episodes that start together would otherwise each evaluate the same system text and tools)."""
+        waiting: list[_Request] = []
         while self._queue:
             idle = [s for s in range(self.slots) if self._busy[s] is None]
             if not idle:
-                return
+                break
             request = self._queue.popleft()
             slot = request.affinity if request.affinity in idle else \
                 max(idle, key=lambda s: (_common(self._cached[s], request.tokens), -len(self._cached[s])))
+            if self.share_prefix and self._evaluating_prefix(request, slot):
+                waiting.append(request)
+                continue
             self._start(request, slot)
+        self._queue.extendleft(reversed(waiting))
+
+    def _evaluating_prefix(self, request: _Request, slot: int) -> bool:
+        """Whether a request in flight is evaluating a prompt that shares a longer prefix than any cache holds."""
+        cached = max(_common(c, request.tokens) for c in self._cached)
+        return any(r is not None and not r.generated and r.pending
+                   and _common(r.tokens, request.tokens) >= cached + SHARE_MIN for r in self._busy)
 
     def _start(self, request: _Request, slot: int) -> None:
         llama_cpp = _llama_cpp()
