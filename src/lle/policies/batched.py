@@ -136,6 +136,7 @@ class BatchedDecoder:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._died: BaseException | None = None
+        self._crash_next = False
         self._build()
 
     # --- building and rebuilding -------------------------------------------------------------------------
@@ -186,6 +187,12 @@ class BatchedDecoder:
             self.stats.restarts += 1
             self._teardown()
             self._build()
+
+    def crash(self) -> None:
+        """Make the decoder thread die at its next round, as a native fault would (a drill for tests)."""
+        with self._cond:
+            self._crash_next = True
+            self._cond.notify_all()
 
     @property
     def alive(self) -> bool:
@@ -274,6 +281,9 @@ class BatchedDecoder:
                         self._fail_all(PolicyBackendError(f"the batched decoder of {self.model_id} was closed"))
                         return
                     self._admit()
+                    if self._crash_next:
+                        self._crash_next = False
+                        raise RuntimeError("crash drill")
                 self._round()
         except BaseException as err:  # the thread is gone: fail everyone waiting, the next act restarts it
             with self._cond:
