@@ -137,7 +137,29 @@ class BatchedDecoder:
         self._thread: threading.Thread | None = None
         self._died: BaseException | None = None
         self._crash_next = False
+        self.spec: str | None = None
+        """The model spec, when built by `from_spec`: a resumed episode rebuilds an unbatched `LlamaPolicy` from it."""
         self._build()
+
+    @classmethod
+    def from_spec(cls, spec: str, *, workspace: str | Path | None = None, **params: Any) -> BatchedDecoder:
+        """A decoder for a catalog name (`smollm2-135m`) or `PATH.gguf`, verified as `make_policy` does."""
+        from lle.policies import catalog
+
+        if spec in catalog.CATALOG:
+            entry = catalog.CATALOG[spec]
+            params.setdefault("n_ctx", entry.n_ctx)
+            decoder = cls(catalog.locate(spec, workspace), model_id=spec, sha256=entry.sha256, **params)
+        elif spec.endswith(".gguf") or os.sep in spec:
+            path = Path(spec).expanduser()
+            if not path.is_file():
+                raise InvalidInputError(f"model file {path} does not exist; pass an existing PATH.gguf")
+            decoder = cls(path, model_id=path.name, sha256=catalog.sha256_file(path), **params)
+        else:
+            catalog.get_spec(spec)  # raises with the list of choices
+            raise InvalidInputError(f"{spec!r} is not a model for batched decoding; use a catalog name or PATH.gguf")
+        decoder.spec = spec
+        return decoder
 
     # --- building and rebuilding -------------------------------------------------------------------------
 
@@ -511,6 +533,8 @@ class BatchedPolicy:
         self.repeat_penalty = repeat_penalty
         self.retries = max(retries, 0)
         self._slot: int | None = None
+        # `lle episodes resume` rebuilds the policy from this: the same model, greedy, decodes the same actions.
+        self.spec = decoder.spec
 
     @property
     def info(self) -> PolicyInfo:
