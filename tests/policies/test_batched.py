@@ -64,7 +64,9 @@ def test_batched_greedy_actions_and_calls_equal_llama_policy(smollm_path: Path, 
                          n_threads=threads, n_ctx=1024, reuse_prefix=False)
     expected = [single.act(c) for c in contexts]
     rounds = decoder.stats.rounds
-    got = act_together([decoder.policy() for _ in contexts], contexts)
+    # Both evaluate each prompt afresh: with prefix reuse, an action also depends on what the model
+    # evaluated before (in the pool, on the episode that ran before in the same worker).
+    got = act_together([decoder.policy(reuse_prefix=False) for _ in contexts], contexts)
     for (want, want_call), (action, call) in zip(expected, got, strict=True):
         assert action == want
         assert (call.prompt, call.prompt_tokens, call.completion_tokens, call.model, call.model_sha256) == \

@@ -84,6 +84,7 @@ class _Request:
     max_tokens: int
     repeat_penalty: float
     affinity: int | None
+    reuse: bool = True
     done: threading.Event = field(default_factory=threading.Event)
     error: Exception | None = None
     slot: int = -1
@@ -172,8 +173,7 @@ class BatchedDecoder:
                          seed=self.seed)
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = self.n_ctx * self.slots
-        params.n_batch = N_BATCH * 2
-        params.n_ubatch = N_BATCH
+        params.n_batch = params.n_ubatch = max(N_BATCH, self.slots)  # a round is one ubatch: never split
         params.n_seq_max = self.slots
         params.n_threads = params.n_threads_batch = self.n_threads
         params.kv_unified = False
@@ -186,6 +186,7 @@ class BatchedDecoder:
         self._vocab = self.llm._model.vocab
         self._n_vocab = self.llm.n_vocab()
         self._batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
+        self._generated_last = False
         self._cached: list[list[int]] = [[] for _ in range(self.slots)]
         self._busy: list[_Request | None] = [None] * self.slots
         self._render = chat_renderer(self.llm)
@@ -204,8 +205,10 @@ class BatchedDecoder:
     def restart(self) -> None:
         """A new model and KV memory after the decoder thread died (requests in flight already failed)."""
         with self._cond:
-            if self._thread is not None and self._thread.is_alive():
-                return  # another thread restarted it first
+            if self._died is None or self._closed:
+                return  # alive, or another thread restarted it first
+            if self._thread is not None:
+                self._thread.join()  # it holds no lock any more: it failed its requests, then left
             self.stats.restarts += 1
             self._teardown()
             self._build()
@@ -218,7 +221,8 @@ class BatchedDecoder:
 
     @property
     def alive(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        """False once the decoder thread died (set under the lock, so no request is queued to a dead thread)."""
+        return self._died is None and not self._closed
 
     def close(self) -> None:
         with self._cond:
@@ -267,8 +271,12 @@ class BatchedDecoder:
         return self._grammars[key]
 
     def decode(self, tokens: list[int], grammar: str, *, temperature: float = 0.0, seed: int = 0,
-               max_tokens: int = 256, repeat_penalty: float = 1.1, affinity: int | None = None) -> Decoded:
-        """Generate under `grammar` after `tokens`; blocks until done. Raises `PolicyBackendError`."""
+               max_tokens: int = 256, repeat_penalty: float = 1.1, affinity: int | None = None,
+               reuse_prefix: bool = True) -> Decoded:
+        """Generate under `grammar` after `tokens`; blocks until done. Raises `PolicyBackendError`.
+
+        `reuse_prefix=False` evaluates the whole prompt afresh (as `LlamaPolicy(reuse_prefix=False)`):
+        the action then depends on the context alone, not on what the slot evaluated before."""
         if len(tokens) + 1 > self.n_ctx:
             raise PolicyBackendError(
                 f"{self.model_id} cannot take this prompt: Requested tokens ({len(tokens)}) exceed context window "
@@ -276,7 +284,7 @@ class BatchedDecoder:
             )
         request = _Request(tokens=list(tokens), grammar=grammar, temperature=temperature, seed=seed,
                            max_tokens=min(max_tokens, self.n_ctx - len(tokens)), repeat_penalty=repeat_penalty,
-                           affinity=affinity)
+                           affinity=affinity, reuse=reuse_prefix)
         with self._cond:
             if self._closed:
                 raise PolicyBackendError(f"the batched decoder of {self.model_id} is closed")
@@ -333,7 +341,7 @@ class BatchedDecoder:
             request = self._queue.popleft()
             slot = request.affinity if request.affinity in idle else \
                 max(idle, key=lambda s: (_common(self._cached[s], request.tokens), -len(self._cached[s])))
-            if self.share_prefix and self._evaluating_prefix(request, slot):
+            if self.share_prefix and request.reuse and self._evaluating_prefix(request, slot):
                 waiting.append(request)
                 continue
             self._start(request, slot)
@@ -348,9 +356,9 @@ class BatchedDecoder:
     def _start(self, request: _Request, slot: int) -> None:
         llama_cpp = _llama_cpp()
         tokens = request.tokens
-        keep = _common(self._cached[slot], tokens)
+        keep = _common(self._cached[slot], tokens) if request.reuse else 0
         own = keep
-        if self.share_prefix:
+        if self.share_prefix and request.reuse:
             donor, shared = max(((s, _common(self._cached[s], tokens)) for s in range(self.slots) if s != slot),
                                 key=lambda d: d[1], default=(-1, 0))
             if shared >= keep + SHARE_MIN:
@@ -407,21 +415,24 @@ class BatchedDecoder:
         request.done.set()
 
     def _round(self) -> None:
-        """One `llama_decode`: a token of each generating sequence, then prompt chunks while they fit."""
+        """One `llama_decode`: the next token of every generating sequence, or one prompt chunk, in turns.
+
+        A prompt chunk never shares a round: with a KV stream per sequence llama.cpp splits a batch into
+        equal per-sequence parts, which would cut the chunk differently from `LlamaPolicy`'s N_BATCH
+        chunks, and a differently cut prompt can round differently (a greedy decode then differs).
+        Everything is compute-bound on a CPU, so the separate rounds cost about nothing."""
         llama_cpp = _llama_cpp()
         batch = self._batch
         n = 0
         rows: list[tuple[_Request, int]] = []  # (request, batch index) of the rows whose logits are sampled
         n_prompt = 0
         active = [r for r in self._busy if r is not None]
-        # Sequences already generating first (one token each), then prompts in chunks of N_BATCH, a chunk
-        # never cut (LlamaPolicy evaluates a prompt in N_BATCH chunks; the same chunks give the same logits).
-        order = sorted(active, key=lambda r: 0 if r.generated or len(r.pending) == 1 else 1)
-        capacity = N_BATCH * 2
-        for request in order:
-            chunk = request.pending[:N_BATCH] if not request.generated else request.pending[:1]
-            if not chunk or (n and n + len(chunk) > capacity):
-                continue
+        generating = [r for r in active if r.generated and r.pending]
+        prompting = [r for r in active if not r.generated and r.pending]
+        prompt_turn = bool(prompting) and (not generating or self._generated_last)
+        self._generated_last = not prompt_turn
+        for request in prompting[:1] if prompt_turn else generating:
+            chunk = request.pending[:N_BATCH]
             cached = self._cached[request.slot]
             for j, token in enumerate(chunk):
                 batch.token[n] = token
@@ -430,8 +441,7 @@ class BatchedDecoder:
                 batch.seq_id[n][0] = request.slot
                 batch.logits[n] = False
                 n += 1
-            last = len(chunk) == len(request.pending)
-            if last:
+            if len(chunk) == len(request.pending):
                 batch.logits[n - 1] = True
                 rows.append((request, n - 1))
             if not request.generated:
@@ -522,7 +532,8 @@ class BatchedPolicy:
     """One episode's policy on a shared `BatchedDecoder`: `LlamaPolicy.act`'s contract, decoded in batches."""
 
     def __init__(self, decoder: BatchedDecoder, *, temperature: float = 0.0, seed: int = 0, max_tokens: int = 256,
-                 max_text_chars: int | None = None, repeat_penalty: float = 1.1, retries: int = 1) -> None:
+                 max_text_chars: int | None = None, repeat_penalty: float = 1.1, retries: int = 1,
+                 reuse_prefix: bool = True) -> None:
         self.decoder = decoder
         self.model_id = decoder.model_id
         self.sha256 = decoder.sha256
@@ -532,6 +543,7 @@ class BatchedPolicy:
         self.max_text_chars = max_text_chars
         self.repeat_penalty = repeat_penalty
         self.retries = max(retries, 0)
+        self.reuse_prefix = reuse_prefix
         self._slot: int | None = None
         # `lle episodes resume` rebuilds the policy from this: the same model, greedy, decodes the same actions.
         self.spec = decoder.spec
@@ -541,13 +553,14 @@ class BatchedPolicy:
         return PolicyInfo(model=self.model_id, sha256=self.sha256, params={
             "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
             "n_ctx": self.decoder.n_ctx, "repeat_penalty": self.repeat_penalty,
-            "max_text_chars": self.max_text_chars, "reuse_prefix": True, "decode": "batched",
+            "max_text_chars": self.max_text_chars, "reuse_prefix": self.reuse_prefix, "decode": "batched",
         })
 
     def _decode(self, tokens: list[int], grammar: str, attempt: int) -> Decoded:
         temperature = self.temperature if attempt == 0 else max(self.temperature, 0.7)
         kwargs: dict[str, Any] = {"temperature": temperature, "seed": self.seed + attempt,
-                                  "max_tokens": self.max_tokens, "repeat_penalty": self.repeat_penalty}
+                                  "max_tokens": self.max_tokens, "repeat_penalty": self.repeat_penalty,
+                                  "reuse_prefix": self.reuse_prefix}
         if not self.decoder.alive:
             self.decoder.restart()
         try:
