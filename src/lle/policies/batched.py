@@ -4,16 +4,18 @@
 time; on a small CPU the matrix work of one sequence leaves most of each weight load unused. Here one
 `BatchedDecoder` holds the model and a KV memory with `slots` sequences; episodes run in threads, each
 with a light `BatchedPolicy` whose `act` hands its prompt and grammar to the decoder thread and waits.
-The decoder thread batches whatever is pending (continuous batching): every round, one `llama_decode`
-evaluates the next token of each generating sequence and the prompt chunks of new requests, then each
-sequence samples from its own logits under its own sampler chain (repetition penalty, the action
-grammar, greedy), the chain `Llama.create_chat_completion` builds, so greedy actions match.
+The decoder thread batches whatever is pending (continuous batching): one `llama_decode` evaluates the
+next token of every generating sequence (or, in turns, one prompt chunk), then each sequence samples
+under its own action grammar with the chain `Llama.create_chat_completion` builds (penalty, grammar,
+greedy), so greedy actions match `LlamaPolicy`'s.
 
-Prefix reuse, per slot and shared: a request goes to the idle slot whose cached tokens share the longest
-prefix with its prompt (an episode's next step usually finds its own slot). When another slot holds a
-longer common prefix (the system text and tool signatures every episode of a world starts with), those
-KV cells are shared with `llama_memory_seq_cp` instead of evaluated again: with a unified KV buffer a
-copy adds a sequence id to the cells, it costs no memory and no compute.
+Prefix reuse: a request goes back to its episode's slot (else the idle slot whose cached tokens share
+the longest prefix), and only the tokens after the common prefix are evaluated, as `LlamaPolicy` does.
+Each slot has its own KV stream (`kv_unified=False`): one shared buffer interleaves the sequences'
+cells and changes the order of the attention sums, and so, now and then, a greedy token. With
+`share_prefix`, a prompt whose prefix (system text, tool signatures) another slot holds copies that
+slot's stream (`llama_memory_seq_cp`; llama.cpp copies between streams only whole) instead of
+evaluating it again; off by default, since a prefix evaluated in other chunks can round differently.
 
 A failed `llama_decode` (KV memory full, a native error) fails the requests in flight with
 `PolicyBackendError`; the decoder thread itself never stops on one. If the thread dies anyway, the next
@@ -61,7 +63,7 @@ class DecodeStats:
     rounds: int = 0
     decode_s: float = 0.0
     prompt_s: float = 0.0
-    """Share of `decode_s` of rounds that evaluated prompt tokens, split by token counts."""
+    """The part of `decode_s` spent on prompt rounds (the rest: generation rounds)."""
     generate_s: float = 0.0
     sample_s: float = 0.0
     prompt_tokens: int = 0
@@ -167,8 +169,8 @@ class BatchedDecoder:
     def _build(self) -> None:
         llama_cpp = _llama_cpp()
         # The `Llama` object gives the tokenizer, the chat template and the weights; its own context is
-        # tiny and unused. Decoding runs in a context of our own: `slots` sequences in one unified KV
-        # buffer (so a shared prefix is shared cells), each sequence up to `n_ctx` tokens.
+        # tiny and unused. Decoding runs in a context of our own: `slots` sequences, each in its own KV
+        # stream of `n_ctx` cells (why not one unified buffer: see the module docstring).
         self.llm = _load(self.model_path, n_ctx=256, n_threads=self.n_threads, n_threads_batch=self.n_threads,
                          seed=self.seed)
         params = llama_cpp.llama_context_default_params()
@@ -602,5 +604,3 @@ class BatchedPolicy:
             "raise max_tokens, or cap free text with max_text_chars"
         )
 
-
-__all__ = ["BatchedDecoder", "BatchedPolicy", "DecodeStats", "Decoded", "default_slots"]
