@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -75,6 +76,7 @@ class Rejected:
 _specs: dict[str, Spec] = {}
 _rejected: list[Rejected] = []
 _entry_points_loaded = False
+_entry_points_lock = threading.Lock()
 
 
 def check_id(id_: str) -> str:
@@ -99,10 +101,18 @@ def register(id_: str, entry_point: str | Callable[..., Any], *, replace: bool =
 
 
 def _load_entry_points() -> None:
+    # Under a lock, and marked loaded only when done: episodes in threads (ThreadBackend) look ids up
+    # at once, and one that came while another was loading saw an empty registry.
     global _entry_points_loaded
     if _entry_points_loaded:
         return
-    _entry_points_loaded = True
+    with _entry_points_lock:
+        if not _entry_points_loaded:
+            _register_entry_points()
+            _entry_points_loaded = True
+
+
+def _register_entry_points() -> None:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = distribution(ep)
         if not ID_PATTERN.match(ep.name):

@@ -1,0 +1,199 @@
+"""Episodes per hour with the embedded model: today's process pool against batched decoding; prints JSON.
+
+    .venv/bin/python benchmarks/episode_profile.py [--quick] [--episodes 16] [--steps 6] [--slots 1,2,4,8]
+
+The same train small worlds (half `math/arith-v1`, half `toy/keys-v1`), the default model
+(SmolLM2-135M), greedy, each run into a fresh SQLite store with the CLI's assessment:
+- `pool`: `run_many(workers=2)`, each worker process with its own `LlamaPolicy` on one thread;
+- `batched/N`: `run_many(backend=ThreadBackend(N))` with one `BatchedDecoder` of N slots (two threads),
+  prefix sharing off, and once more at the largest N with prefix sharing on.
+
+For each run: episodes/hour, steps, prompt and generated tokens per step, and where the time went:
+`model` (time inside `act`, summed over episodes), split into prompt evaluation and generation
+(llama.cpp's timers in the pool; the decoder's own clock when batched), `world` (world steps), `commit`
+(store writes), `assess` (verifiers); `share` divides each by wall time x lanes (the pool's 2 workers;
+the batched decoder is one lane, its episode threads mostly wait for it). `lle_ms_per_step` is the
+time a model lane waited on lle per step: the pool's lanes' time outside `act` and the world (context
+building, harness, commits, worker start-up and the idle tail), the decoder's idle time when batched.
+Actions are compared with the pool's, step by step: `steps_differing` counts steps whose action differs
+(after a first difference an episode goes elsewhere, so `episodes_differing` is the better count).
+Routing is not run (no carriers here). Numbers depend on the machine and on what else runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+
+from lle.core import ActionRequest, Context, Experience, Limits, LLMCall, SmallWorld, Split
+from lle.evidence import assess_experience
+from lle.policies.batched import BatchedDecoder
+from lle.policies.catalog import CATALOG, DEFAULT_MODEL, locate
+from lle.policies.llama import LlamaPolicy
+from lle.runtime.parallel import Backend, LocalBackend, run_many
+from lle.runtime.threaded import ThreadBackend
+from lle.store import Store
+from lle.worlds.base import open_family
+
+
+class _TimedLlama(LlamaPolicy):
+    """`LlamaPolicy` that appends llama.cpp's prompt/generation timers of each `act` to a file."""
+
+    log: Path
+
+    def act(self, context: Context) -> tuple[ActionRequest, LLMCall]:
+        llama_cpp.llama_perf_context_reset(self.llm._ctx.ctx)
+        out = super().act(context)
+        perf = llama_cpp.llama_perf_context(self.llm._ctx.ctx)
+        with self.log.open("a") as f:
+            f.write(json.dumps({"prompt_ms": perf.t_p_eval_ms, "eval_ms": perf.t_eval_ms,
+                                "prompt_evaluated": perf.n_p_eval, "act_ms": out[1].latency_ms}) + "\n")
+        return out
+
+
+class TimedFactory:
+    """Picklable policy factory for the pool's workers (one model per worker, reused across its episodes)."""
+
+    def __init__(self, path: str, folder: str) -> None:
+        self.path, self.folder = path, folder
+        self._policy: _TimedLlama | None = None
+
+    def __call__(self, small_world: SmallWorld) -> LlamaPolicy:
+        if self._policy is None:
+            self._policy = _TimedLlama(self.path, model_id=DEFAULT_MODEL, sha256=CATALOG[DEFAULT_MODEL].sha256,
+                                       n_threads=1)
+            self._policy.log = Path(self.folder) / f"{os.getpid()}.jsonl"
+        return self._policy
+
+
+def worlds(n: int) -> list[SmallWorld]:
+    half = n // 2
+    return (open_family("math/arith-v1").small_worlds(Split.train, half)
+            + open_family("toy/keys-v1").small_worlds(Split.train, n - half))
+
+
+def timed_store(store: Store, clock: dict[str, float]) -> None:
+    """Count the seconds the writer spends in the store's writes (instance attributes: this run only)."""
+    for name in ("append_step", "append_experience"):
+        method = getattr(store, name)
+
+        def timed(*args: Any, _method: Callable[..., Any] = method, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                clock["commit"] += time.perf_counter() - start
+
+        setattr(store, name, timed)
+
+
+def profile(small_worlds: list[SmallWorld], factory: Callable[[SmallWorld], Any], backend: Backend, lanes: int,
+            limits: Limits, folder: Path) -> tuple[dict[str, Any], list[Experience]]:
+    clock = {"commit": 0.0, "assess": 0.0}
+
+    def assess(experience: Experience) -> Experience:
+        start = time.perf_counter()
+        try:
+            return assess_experience(experience)
+        finally:
+            clock["assess"] += time.perf_counter() - start
+
+    with Store(folder / f"{time.monotonic_ns()}.db") as store:
+        timed_store(store, clock)
+        start = time.perf_counter()
+        done = run_many(small_worlds, factory, store=store, backend=backend, limits=limits, assess=assess)
+        wall = time.perf_counter() - start
+    steps = [s for e in done for s in e.steps]
+    calls = [s.llm for s in steps if s.llm is not None]
+    model = sum(c.latency_ms for c in calls) / 1000
+    world = sum(s.executed.duration_ms for s in steps) / 1000
+    n = max(len(steps), 1)
+    report = {
+        "episodes": len(done), "steps": len(steps), "wall_s": round(wall, 1),
+        "episodes_per_hour": round(len(done) * 3600 / wall, 1),
+        "solved": sum(1 for e in done if e.outcome == "pass"),
+        "prompt_tokens_per_step": round(sum(c.prompt_tokens for c in calls) / n, 1),
+        "generated_tokens_per_step": round(sum(c.completion_tokens for c in calls) / n, 1),
+        "lanes": lanes,
+        "time_s": {"model": round(model, 1), "world": round(world, 2), "commit": round(clock["commit"], 2),
+                   "assess": round(clock["assess"], 2)},
+        "lle_ms_per_step": round(1000 * (lanes * wall - model - world) / n, 1),
+    }
+    report["share"] = {k: round(v / (wall * lanes), 3) for k, v in report["time_s"].items()}
+    return report, done
+
+
+def actions(done: list[Experience]) -> list[list[str]]:
+    return [[json.dumps([s.request.tool, s.request.args], sort_keys=True) if s.request else "-" for s in e.steps]
+            for e in done]
+
+
+def compare(reference: list[list[str]], other: list[list[str]]) -> dict[str, int]:
+    steps = sum(sum(1 for a, b in zip(x, y, strict=False) if a != b) + abs(len(x) - len(y))
+                for x, y in zip(reference, other, strict=True))
+    return {"episodes_differing": sum(1 for x, y in zip(reference, other, strict=True) if x != y),
+            "steps_differing": steps}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="8 episodes of at most 4 steps, slots 1,4,8")
+    parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=6, help="step limit of each episode")
+    parser.add_argument("--slots", default="1,2,4,8")
+    parser.add_argument("--threads", type=int, default=2, help="threads of the batched decoder")
+    args = parser.parse_args()
+    if args.quick:
+        args.episodes, args.steps, args.slots = 8, 4, "1,4,8"
+    counts = [int(x) for x in args.slots.split(",")]
+    path = str(locate(DEFAULT_MODEL))
+    sws = worlds(args.episodes)
+    limits = Limits(max_steps=args.steps)
+    out: dict[str, Any] = {"benchmark": "episode_profile", "model": DEFAULT_MODEL, "cpus": os.cpu_count(),
+                           "episodes": args.episodes, "max_steps": args.steps,
+                           "worlds": ["math/arith-v1", "toy/keys-v1"], "runs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        report, done = profile(sws, TimedFactory(path, tmp), LocalBackend(2), 2, limits, folder)
+        perf = [json.loads(line) for log in folder.glob("*.jsonl") for line in log.read_text().splitlines()]
+        prompt_s = sum(p["prompt_ms"] for p in perf) / 1000
+        model_s = report["time_s"]["model"]
+        report["time_s"] |= {"prompt_eval": round(prompt_s, 1), "generation": round(model_s - prompt_s, 1)}
+        report["share"] = {k: round(v / (report["wall_s"] * 2), 3) for k, v in report["time_s"].items()}
+        evaluated = sum(p["prompt_evaluated"] for p in perf)
+        report["prompt_tokens_evaluated_per_step"] = round(evaluated / report["steps"], 1)
+        out["runs"]["pool/2"] = report
+        reference = actions(done)
+        plans = [(n, False) for n in counts] + [(max(counts), True)]
+        for slots, share in plans:
+            with BatchedDecoder(path, model_id=DEFAULT_MODEL, sha256=CATALOG[DEFAULT_MODEL].sha256, slots=slots,
+                                n_threads=args.threads, share_prefix=share) as decoder:
+                report, done = profile(sws, decoder.policy, ThreadBackend(slots), 1, limits, folder)
+                st = decoder.stats
+            report["time_s"] |= {"prompt_eval": round(st.prompt_s, 1),
+                                 "generation": round(st.generate_s + st.sample_s, 1),
+                                 "decoder_busy": round(st.decode_s + st.sample_s, 1)}
+            report["share"] = {k: round(v / report["wall_s"], 3) for k, v in report["time_s"].items()
+                               if k in ("prompt_eval", "generation", "decoder_busy", "world", "commit", "assess")}
+            # The decoder is the one model lane: the time it sat idle, waiting on episodes, per step.
+            idle = report["wall_s"] - report["time_s"]["decoder_busy"]
+            report["lle_ms_per_step"] = round(1000 * max(idle, 0.0) / max(report["steps"], 1), 1)
+            report["prompt_tokens_evaluated_per_step"] = round(st.prompt_tokens / max(report["steps"], 1), 1)
+            report["prefix_tokens_shared_per_step"] = round(st.shared_tokens / max(report["steps"], 1), 1)
+            report["speedup"] = round(report["episodes_per_hour"] / out["runs"]["pool/2"]["episodes_per_hour"], 2)
+            report["actions_vs_pool"] = compare(reference, actions(done))
+            out["runs"][f"batched/{slots}" + ("+shared_prefix" if share else "")] = report
+    out["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
