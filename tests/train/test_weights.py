@@ -83,6 +83,7 @@ def _greedy(policy: LlamaPolicy, row: dict[str, Any], sw_seed: int) -> dict[str,
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # training on 2 cores: minutes when the machine is shared
 def test_llama_cpp_serves_the_adapter_and_writes_what_it_learned(trained: Trained) -> None:
     row = trained.rows[0]
     seed = int(str(row["small_world_id"]).rsplit(":", 1)[1])
@@ -96,6 +97,7 @@ def test_llama_cpp_serves_the_adapter_and_writes_what_it_learned(trained: Traine
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # training on 2 cores: minutes when the machine is shared
 def test_gate_rollback_and_revocation_switch_back_at_once(trained: Trained) -> None:
     carrier = WeightsCarrier(trained.store, require_approval=True)
     card = json.loads((trained.folder / "card.json").read_text())
@@ -123,6 +125,7 @@ def test_gate_rollback_and_revocation_switch_back_at_once(trained: Trained) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # training on 2 cores: minutes when the machine is shared
 def test_each_row_prompt_is_what_the_model_was_given(tmp_path: Path) -> None:
     policy = LlamaPolicy(locate(DEFAULT_MODEL), model_id=DEFAULT_MODEL, n_threads=2, max_tokens=120)
     given: list[list[int]] = []
@@ -156,6 +159,7 @@ def test_each_row_prompt_is_what_the_model_was_given(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # training on 2 cores: minutes when the machine is shared
 def test_the_flywheel_trains_gates_and_resumes_the_weights_step(tmp_path: Path) -> None:
     from lle.config import RunConfig
     from lle.flywheel import weights
@@ -191,6 +195,7 @@ def test_the_flywheel_trains_gates_and_resumes_the_weights_step(tmp_path: Path) 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # training on 2 cores: minutes when the machine is shared
 def test_grpo_pushes_down_the_failed_attempt_of_a_mixed_group_and_drops_revoked_ones(tmp_path: Path) -> None:
     from lle.train.grpo import GrpoConfig, group_samples, read_rl_rows, train_grpo
 
