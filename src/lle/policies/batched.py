@@ -31,7 +31,6 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ import numpy as np
 from lle.actions import parse_action
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, PolicyBackendError
+from lle.policies.batched_records import Decoded, DecodeStats, Request, common_prefix
 from lle.policies.llama import _llama_cpp, _load, chat_renderer, decoding_schema, gbnf_of, threads_from_env
 from lle.policies.prompt import messages_text
 
@@ -54,66 +54,6 @@ SHARE_MIN = 16
 def default_slots() -> int:
     """Concurrent episodes by default: 4 a core (batched decode rounds are cheap; worlds and prompts interleave)."""
     return max(2, min(16, 4 * (os.cpu_count() or 1)))
-
-
-@dataclass
-class DecodeStats:
-    """Where the decoder's time went (seconds) and what it evaluated; read by the benchmark."""
-
-    rounds: int = 0
-    decode_s: float = 0.0
-    prompt_s: float = 0.0
-    """The part of `decode_s` spent on prompt rounds (the rest: generation rounds)."""
-    generate_s: float = 0.0
-    sample_s: float = 0.0
-    prompt_tokens: int = 0
-    """Prompt tokens evaluated (after prefix reuse)."""
-    prompt_tokens_requested: int = 0
-    shared_tokens: int = 0
-    """Prompt tokens taken from another slot's KV cells instead of evaluated."""
-    reused_tokens: int = 0
-    """Prompt tokens found in the slot's own KV cells (the episode's previous step)."""
-    generated_tokens: int = 0
-    restarts: int = 0
-
-
-@dataclass
-class _Request:
-    tokens: list[int]
-    grammar: str
-    temperature: float
-    seed: int
-    max_tokens: int
-    repeat_penalty: float
-    affinity: int | None
-    reuse: bool = True
-    done: threading.Event = field(default_factory=threading.Event)
-    error: Exception | None = None
-    slot: int = -1
-    pending: list[int] = field(default_factory=list)
-    generated: list[int] = field(default_factory=list)
-    finish_reason: str = ""
-    sampler: Any = None
-    """The whole chain (sampling at temperature > 0), or, greedy, the grammar sampler alone (`_greedy`)."""
-
-
-@dataclass(frozen=True)
-class Decoded:
-    """One decode's result: the text, the token counts and which slot served it."""
-
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str
-    slot: int
-
-
-def _common(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class BatchedDecoder:
@@ -134,7 +74,7 @@ class BatchedDecoder:
         self.seed = seed
         self.stats = DecodeStats()
         self._cond = threading.Condition()
-        self._queue: deque[_Request] = deque()
+        self._queue: deque[Request] = deque()
         self._grammars: dict[str, str] = {}
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -190,7 +130,7 @@ class BatchedDecoder:
         self._batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self._generated_last = False
         self._cached: list[list[int]] = [[] for _ in range(self.slots)]
-        self._busy: list[_Request | None] = [None] * self.slots
+        self._busy: list[Request | None] = [None] * self.slots
         self._render = chat_renderer(self.llm)
         self._died = None
         self._thread = threading.Thread(target=self._loop, name="lle-batched-decoder", daemon=True)
@@ -284,7 +224,7 @@ class BatchedDecoder:
                 f"{self.model_id} cannot take this prompt: Requested tokens ({len(tokens)}) exceed context window "
                 f"of {self.n_ctx}; lower the context budget or raise n_ctx"
             )
-        request = _Request(tokens=list(tokens), grammar=grammar, temperature=temperature, seed=seed,
+        request = Request(tokens=list(tokens), grammar=grammar, temperature=temperature, seed=seed,
                            max_tokens=min(max_tokens, self.n_ctx - len(tokens)), repeat_penalty=repeat_penalty,
                            affinity=affinity, reuse=reuse_prefix)
         with self._cond:
@@ -335,33 +275,33 @@ class BatchedDecoder:
 
         With prefix sharing, a request whose prefix another request is still evaluating waits for it
         (episodes that start together would otherwise each evaluate the same system text and tools)."""
-        waiting: list[_Request] = []
+        waiting: list[Request] = []
         while self._queue:
             idle = [s for s in range(self.slots) if self._busy[s] is None]
             if not idle:
                 break
             request = self._queue.popleft()
             slot = request.affinity if request.affinity in idle else \
-                max(idle, key=lambda s: (_common(self._cached[s], request.tokens), -len(self._cached[s])))
+                max(idle, key=lambda s: (common_prefix(self._cached[s], request.tokens), -len(self._cached[s])))
             if self.share_prefix and request.reuse and self._evaluating_prefix(request, slot):
                 waiting.append(request)
                 continue
             self._start(request, slot)
         self._queue.extendleft(reversed(waiting))
 
-    def _evaluating_prefix(self, request: _Request, slot: int) -> bool:
+    def _evaluating_prefix(self, request: Request, slot: int) -> bool:
         """Whether a request in flight is evaluating a prompt that shares a longer prefix than any cache holds."""
-        cached = max(_common(c, request.tokens) for c in self._cached)
+        cached = max(common_prefix(c, request.tokens) for c in self._cached)
         return any(r is not None and not r.generated and r.pending
-                   and _common(r.tokens, request.tokens) >= cached + SHARE_MIN for r in self._busy)
+                   and common_prefix(r.tokens, request.tokens) >= cached + SHARE_MIN for r in self._busy)
 
-    def _start(self, request: _Request, slot: int) -> None:
+    def _start(self, request: Request, slot: int) -> None:
         llama_cpp = _llama_cpp()
         tokens = request.tokens
-        keep = _common(self._cached[slot], tokens) if request.reuse else 0
+        keep = common_prefix(self._cached[slot], tokens) if request.reuse else 0
         own = keep
         if self.share_prefix and request.reuse:
-            donor, shared = max(((s, _common(self._cached[s], tokens)) for s in range(self.slots) if s != slot),
+            donor, shared = max(((s, common_prefix(self._cached[s], tokens)) for s in range(self.slots) if s != slot),
                                 key=lambda d: d[1], default=(-1, 0))
             if shared >= keep + SHARE_MIN:
                 # Each sequence has its own KV stream, and llama.cpp copies between streams only whole:
@@ -385,7 +325,7 @@ class BatchedDecoder:
         request.sampler = self._sampler(request)
         self._busy[slot] = request
 
-    def _sampler(self, request: _Request) -> Any:
+    def _sampler(self, request: Request) -> Any:
         """Greedy: the grammar sampler (`_greedy` does the rest). Else the chain `Llama._init_sampler` builds:
         penalties, grammar, top-k, typical, top-p, min-p, temperature, a seeded draw."""
         llama_cpp = _llama_cpp()
@@ -407,7 +347,7 @@ class BatchedDecoder:
         add(chain, llama_cpp.llama_sampler_init_dist(request.seed))
         return chain
 
-    def _finish(self, request: _Request, error: Exception | None = None) -> None:
+    def _finish(self, request: Request, error: Exception | None = None) -> None:
         if request.sampler is not None:
             _llama_cpp().llama_sampler_free(request.sampler)
             request.sampler = None
@@ -426,7 +366,7 @@ class BatchedDecoder:
         llama_cpp = _llama_cpp()
         batch = self._batch
         n = 0
-        rows: list[tuple[_Request, int]] = []  # (request, batch index) of the rows whose logits are sampled
+        rows: list[tuple[Request, int]] = []  # (request, batch index) of the rows whose logits are sampled
         n_prompt = 0
         active = [r for r in self._busy if r is not None]
         generating = [r for r in active if r.generated and r.pending]
@@ -470,7 +410,7 @@ class BatchedDecoder:
                 self._sample(request, index)
         self.stats.sample_s += time.perf_counter() - start
 
-    def _decode_failed(self, code: int, active: list[_Request]) -> None:
+    def _decode_failed(self, code: int, active: list[Request]) -> None:
         llama_cpp = _llama_cpp()
         why = {1: "no room left in the KV memory (lower the slots or the context budget, or raise n_ctx)",
                2: "aborted", -1: "invalid batch"}.get(code, f"native error {code}")
@@ -481,7 +421,7 @@ class BatchedDecoder:
                 self._cached[request.slot] = []
                 self._finish(request, PolicyBackendError(f"{self.model_id} failed to decode: {why}"))
 
-    def _greedy(self, request: _Request, index: int) -> int:
+    def _greedy(self, request: Request, index: int) -> int:
         """The token the chain penalties -> grammar -> greedy picks, without running the grammar over the
         whole vocabulary (the costliest part of a step, ~10 ms a token here): the penalized argmax is
         checked against the grammar alone, and only when the grammar refuses it are all tokens checked.
@@ -511,7 +451,7 @@ class BatchedDecoder:
         llama_cpp.llama_sampler_accept(request.sampler, token)
         return token
 
-    def _sample(self, request: _Request, index: int) -> None:
+    def _sample(self, request: Request, index: int) -> None:
         llama_cpp = _llama_cpp()
         if request.temperature == 0.0:
             token = self._greedy(request, index)
@@ -598,6 +538,7 @@ class BatchedPolicy:
             return request, LLMCall(
                 model=self.model_id, model_sha256=self.sha256, prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens, latency_ms=(time.perf_counter() - start) * 1000, prompt=prompt,
+                completion=out.text,
             )
         raise PolicyBackendError(
             f"{self.model_id} gave no valid action in {self.retries + 1} decodes: {problem}; "

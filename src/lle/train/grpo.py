@@ -33,7 +33,7 @@ from lle.governance.lineage import denylist
 from lle.policies.catalog import sha256_file
 from lle.store import Store
 from lle.train.adapter_gguf import TARGET_MODULES, write_adapter
-from lle.train.sft import Progress, batch_of, load_base
+from lle.train.sft import Progress, batch_of, encode, load_base
 
 
 @dataclass(frozen=True)
@@ -127,11 +127,8 @@ def train_grpo(rows_path: Path, store: Store, base_gguf: Path, out_dir: Path, *,
     model, tokenizer = load_base(base_gguf)
     architecture = str(getattr(model.config, "model_type", "llama"))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    encoded = []
-    for s in samples:
-        p = tokenizer(s.prompt, add_special_tokens=False)["input_ids"]
-        c = tokenizer(s.completion + (tokenizer.eos_token or ""), add_special_tokens=False)["input_ids"]
-        encoded.append(((p + c)[-config.max_tokens:], ([-100] * len(p) + c)[-config.max_tokens:], s.advantage))
+    encoded = [(*encode({"prompt": s.prompt, "completion": s.completion}, tokenizer, config.max_tokens)[:2],
+                s.advantage) for s in samples]
     model = get_peft_model(model, LoraConfig(r=config.rank, lora_alpha=config.alpha, lora_dropout=0.0,
                                              target_modules=list(config.target_modules), task_type="CAUSAL_LM"))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate)

@@ -148,8 +148,8 @@ def train_sft(rows_path: Path, base_gguf: Path, out_dir: Path, *, base_model: st
     architecture = str(getattr(model.config, "model_type", "llama"))
     encoded = [encode(r, tokenizer, config.max_tokens) for r in rows]
     train_idx, hold_idx = split_by_task(rows, config.holdout, config.seed)
-    train = [(ids, labels) for i, (ids, labels, _) in enumerate(encoded) if i in set(train_idx)]
-    hold = [(ids, labels) for i, (ids, labels, _) in enumerate(encoded) if i in set(hold_idx)]
+    train = [encoded[i][:2] for i in train_idx]
+    hold = [encoded[i][:2] for i in hold_idx]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     model = get_peft_model(model, LoraConfig(r=config.rank, lora_alpha=config.alpha, lora_dropout=0.0,
                                              target_modules=list(config.target_modules), task_type="CAUSAL_LM"))
