@@ -187,3 +187,6 @@ def test_weights_commands_name_the_bad_snapshot_or_adapter(workspace: Path, tmp_
     assert_one_line_error(lle(workspace, "weights", "train", str(junk)), "rows.jsonl", "sft")
     assert_one_line_error(lle(workspace, "weights", "show", "itm_nope"), "itm_nope")
     assert_one_line_error(lle(workspace, "weights", "rollback", "--reason", "r"), "no adapter is active")
+    assert_one_line_error(lle(workspace, "serve", "--token", "t", "--adapter", "active"), "--adapter active",
+                          "lle weights list")
+    assert_one_line_error(lle(workspace, "serve", "--token", "t", "--adapter", "itm_nope"), "itm_nope")

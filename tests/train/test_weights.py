@@ -98,6 +98,36 @@ def test_llama_cpp_serves_the_adapter_and_writes_what_it_learned(trained: Traine
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # training on 2 cores: minutes when the machine is shared
+def test_the_gateway_serves_the_adapter_as_a_model_of_its_own(trained: Trained) -> None:
+    import asyncio
+
+    from lle.gateway.upstream import EmbeddedUpstream
+
+    row = trained.rows[0]
+    want = json.loads(row["messages"][-1]["content"])
+    name = f"{DEFAULT_MODEL}:itm_test"
+    upstream = EmbeddedUpstream(DEFAULT_MODEL, n_ctx=2048, n_threads=2,
+                                adapters={name: trained.folder / "adapter.gguf"})
+
+    async def ask(model: str) -> dict[str, Any]:
+        return await upstream.complete({"model": model, "messages": row["messages"][:-1], "temperature": 0.0,
+                                        "max_tokens": 60})
+
+    async def both() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        return await upstream.models(), await ask(name), await ask("gpt-4o")
+
+    try:
+        models, tuned, other = asyncio.run(both())
+    finally:
+        asyncio.run(upstream.aclose())
+    assert [m["id"] for m in models["data"]] == [DEFAULT_MODEL, name]
+    assert tuned["model"] == name and other["model"] == DEFAULT_MODEL  # any other name is the base, as before
+    text = tuned["choices"][0]["message"]["content"]
+    assert want["tool"] in text and text != other["choices"][0]["message"]["content"], text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # training on 2 cores: minutes when the machine is shared
 def test_gate_rollback_and_revocation_switch_back_at_once(trained: Trained) -> None:
     carrier = WeightsCarrier(trained.store, require_approval=True)
     card = json.loads((trained.folder / "card.json").read_text())
@@ -192,6 +222,9 @@ def test_the_flywheel_trains_gates_and_resumes_the_weights_step(tmp_path: Path) 
     weights.validate(fw, db_path, 1)  # resumed after the decision: nothing trained, replayed or decided again
     with Store(db_path) as db:
         assert len(WeightsCarrier(db).adapters()) == 1 and len(db.list_updates(carrier="weights")) == n_updates
+        [shown] = weights.adapter_rounds(fw.folder, db, config.id)  # what the report's weights table shows
+    assert (shown["round"], shown["adapter"], shown["state"]) == (1, adapter.id, adapter.state)
+    assert 0 <= shown["candidate_solved"] <= len(gate) and f"over {len(gate)} pairs" in shown["gate"]
 
 
 @pytest.mark.slow
@@ -217,8 +250,12 @@ def test_grpo_pushes_down_the_failed_attempt_of_a_mixed_group_and_drops_revoked_
         samples, groups = group_samples(store, read_rl_rows(rows_path))
         # Only the model's steps carry a recorded call; its attempt is below the group's mean.
         assert groups == 1 and samples and all(s.advantage < 0 and s.experience_id == failed.id for s in samples)
+        shown: list[dict[str, float]] = []
         card = train_grpo(rows_path, store, locate(DEFAULT_MODEL), tmp_path / "grpo", base_model=DEFAULT_MODEL,
-                          config=GrpoConfig(steps=4, batch_size=2, learning_rate=2e-3, beta=0.04, threads=2))
+                          config=GrpoConfig(steps=4, batch_size=2, learning_rate=2e-3, beta=0.04, threads=2),
+                          progress=lambda step, of, metrics: shown.append(metrics))
+        assert [sorted(m) for m in shown] == [["kl", "loss", "reward"]] * 4  # what the progress bar shows
+        assert all(m["reward"] == 0.0 for m in shown)  # only the failed attempt has recorded calls
         assert card.method == "grpo" and card.beta == 0.04 and card.experience_ids == [failed.id]
         # Pushed down: the failed completions' log-likelihood falls (the loss with it), drifting from the base.
         assert card.losses[-1] < card.losses[0] and card.kl[-1] > card.kl[0] == 0.0, (card.losses, card.kl)

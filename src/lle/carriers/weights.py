@@ -247,6 +247,11 @@ class WeightsCarrier:
         return update
 
 
+def served_name(adapter: Adapter) -> str:
+    """The model name an adapter is served under (`lle serve --adapter`) and recorded with: BASE:ADAPTER_ID."""
+    return f"{adapter.card.base_model}:{adapter.id}"
+
+
 def _adapter(item: CarrierItem, state: str) -> Adapter:
     content = item.content if isinstance(item.content, dict) else {}
     return Adapter(item, state, TrainingCard.model_validate(content.get("card")), Path(str(content.get("path"))))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich import box
@@ -43,6 +44,21 @@ def print_table(rows: list[dict[str, object]]) -> None:
     if capped:
         console.print("stopped by the time cap: " + ", ".join(f"{s} {n}" for s, n in capped.items())
                       + " held-out episodes (a safety cap, not a failure: left out of the rates)", highlight=False)
+
+
+def print_adapters(adapters: list[dict[str, Any]]) -> None:
+    """lle's LoRA adapters per round: each one's gate replay against the policy served then, and its state."""
+    if not adapters:
+        console.print("weights: no round trained an adapter (the dataset did not gain --weights-min-rows rows)",
+                      highlight=False)
+        return
+    console.print("Weights: adapters per round (gate replay on dev tasks apart from the verdict's)", highlight=False)
+    out = common.table("round", "adapter", "method", "rows", "replay adapter/served", "state", "gate",
+                       ids=("adapter",))
+    for a in adapters:
+        out.add_row(str(a["round"]), str(a["adapter"]), str(a["method"]), str(a["rows"]),
+                    f"{a['candidate_solved']}/{a['served_solved']}", str(a["state"]), str(a["gate"]))
+    common.print_table(out)
 
 
 def print_verdicts(rows: list[dict[str, object]],
@@ -195,8 +211,10 @@ def run(
     if as_json:
         print_json({"run": config.id, "report": str(page), "table": rows, "verdict": verdicts,
                     "verdict_by_world": verdicts_by_world(loop.run_folder(config.id, settings.workspace), config),
-                    "carriers": res.carriers, "poison": res.poison})
+                    "carriers": res.carriers, "poison": res.poison, "adapters": res.adapters})
         return
     print_table(rows)
     print_verdicts(verdicts, verdicts_by_world(loop.run_folder(config.id, settings.workspace), config))
+    if config.weights_min_rows is not None:
+        print_adapters(res.adapters)
     console.print(f"report: {page}", highlight=False)

@@ -35,6 +35,9 @@ def serve(
     rate: float = typer.Option(20.0, "--rate", min=0.01, help="Requests per second per client (sustained)."),
     burst: int = typer.Option(64, "--burst", min=1, help="Requests a client may send at once."),
     fsync: bool = typer.Option(False, "--fsync", help="fsync each journal line (survives a power cut)."),
+    adapter: list[str] = typer.Option([], "--adapter", metavar="ID|active",
+                                      help="Also serve a LoRA adapter (`lle weights list`) as the model BASE:ID; "
+                                           "`active` is the one the weights gate activated. Repeatable."),
 ) -> None:
     """Serve an OpenAI-compatible endpoint that records episodes, takes feedback and serves experience back."""
     from lle.gateway.config import ClientConfig, GatewayConfig, load_clients
@@ -59,7 +62,36 @@ def serve(
     # The store's thread (serving, ends) and llama.cpp's (its sampling loop is Python) share the GIL with
     # the event loop; a shorter switch interval (default 5 ms) keeps them from holding other calls up.
     sys.setswitchinterval(0.0005)
-    backend = make_upstream(upstream, model, api_key=config.upstream_key, n_ctx=config.n_ctx)
-    console.print(f"lle serve: http://{host}:{port}/v1 → {upstream if upstream != 'embedded' else model}; "
+    backend = make_upstream(upstream, model, api_key=config.upstream_key, n_ctx=config.n_ctx,
+                            adapters=_adapters(adapter, model))
+    names = ", ".join([model, *getattr(backend, "adapters", {})]) if upstream == "embedded" else upstream
+    console.print(f"lle serve: http://{host}:{port}/v1 → {names}; "
                   f"episodes at /episodes/ID/v1; store {config.workspace}", highlight=False)
     uvicorn.run(create_app(config, backend), host=host, port=port, log_level="warning")
+
+
+def _adapters(refs: list[str], model: str) -> dict[str, Path]:
+    """`--adapter` references -> {served model name: adapter file}; each must be live and trained on `model`."""
+    if not refs:
+        return {}
+    from lle.carriers.weights import WeightsCarrier, served_name
+    from lle.cli.common import open_store
+    from lle.policies.catalog import locate, sha256_file
+
+    out: dict[str, Path] = {}
+    with open_store() as db:
+        carrier = WeightsCarrier(db)
+        for ref in refs:
+            found = carrier.active() if ref == "active" else carrier.get(ref)
+            if found is None:
+                raise InvalidInputError("--adapter active: no adapter is active; name one with --adapter ID "
+                                        "(`lle weights list`)")
+            if found.state in ("revoked", "rejected", "retired"):
+                raise InvalidInputError(f"--adapter {ref}: adapter {found.id} is {found.state}; serve a live one "
+                                        "(`lle weights list`)")
+            card = found.card
+            if card.base_model != model and card.base_sha256 != sha256_file(locate(model, settings.workspace)):
+                raise InvalidInputError(f"--adapter {ref}: adapter {found.id} was trained on {card.base_model}, not "
+                                        f"{model}; pass --model {card.base_model}")
+            out[served_name(found)] = found.path
+    return out

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from lle import workspace
 from lle.carriers.exports import snapshots
@@ -79,19 +80,25 @@ def train(
         base = catalog.locate(model, settings.workspace)
         folder = out or workspace.resolve(settings.workspace) / "adapters" / (snap_id or rows_path.stem)
 
-        def progress(step: int, of: int, loss: float) -> None:
-            err_console.print(f"step {step}/{of} loss {loss:.4f}", highlight=False)
+        bar = Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[metrics]}"),
+                       TimeElapsedColumn(), console=err_console,
+                       disable=as_json or not err_console.is_terminal)  # a log or pipe gets the card, not frames
+        task = bar.add_task("train", total=steps, metrics="")
 
-        shown = None if as_json else progress
-        if _is_rl(rows_path):
-            card = train_grpo(rows_path, db, base, folder, base_model=model, snapshot_id=snap_id, progress=shown,
-                              config=GrpoConfig(steps=steps, rank=rank, learning_rate=learning_rate,
-                                                batch_size=batch_size, beta=0.04 if beta is None else beta,
-                                                threads=threads_from_env()))
-        else:
-            card = train_sft(rows_path, base, folder, base_model=model, snapshot_id=snap_id, progress=shown,
-                             config=SftConfig(steps=steps, rank=rank, learning_rate=learning_rate,
-                                              batch_size=batch_size, threads=threads_from_env()))
+        def progress(step: int, of: int, metrics: dict[str, float]) -> None:
+            bar.update(task, completed=step, total=of, metrics="  ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+
+        with bar:
+            if _is_rl(rows_path):
+                card = train_grpo(rows_path, db, base, folder, base_model=model, snapshot_id=snap_id,
+                                  progress=progress,
+                                  config=GrpoConfig(steps=steps, rank=rank, learning_rate=learning_rate,
+                                                    batch_size=batch_size, beta=0.04 if beta is None else beta,
+                                                    threads=threads_from_env()))
+            else:
+                card = train_sft(rows_path, base, folder, base_model=model, snapshot_id=snap_id, progress=progress,
+                                 config=SftConfig(steps=steps, rank=rank, learning_rate=learning_rate,
+                                                  batch_size=batch_size, threads=threads_from_env()))
         adapter = WeightsCarrier(db, actor="lle weights train").propose(card, folder)
     if as_json:
         print_json(_row(adapter))

@@ -48,6 +48,8 @@ class RunResults:
     growth: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
     """Per strategy and round: carrier items admitted (skills: activated) up to the end of that round."""
     poison: dict[str, dict[str, int]] = field(default_factory=dict)
+    adapters: list[dict[str, Any]] = field(default_factory=list)
+    """`lle` only: per round that trained a LoRA adapter, its gate replay and decision (`weights.adapter_rounds`)."""
 
     def worlds(self) -> list[str]:
         return sorted({w for (_, _, w) in self.eval})
@@ -136,6 +138,10 @@ def results(folder: Path, config: RunConfig) -> RunResults:
             out.revocations[strategy] = db.list_revocations()
             out.revoked[strategy] = len(out.revocations[strategy])
             out.poison[strategy] = poisoned_items(db)  # every carrier, the dataset's rows included
+            if strategy == "lle" and config.weights_min_rows is not None:
+                from lle.flywheel.weights import adapter_rounds
+
+                out.adapters = adapter_rounds(folder, db, config.id)
     return out
 
 

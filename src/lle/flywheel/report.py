@@ -303,7 +303,7 @@ def run_sections(res: RunResults, folder: Path, verdicts: list[dict[str, object]
         figure(worlds_svg(res), "Held-out success per round and world."),
         figure(curriculum_svg(folder), "Curriculum level per family and round (from curriculum.jsonl)."),
         figure(growth_svg(res), "Carrier growth per round, and held-out steps per solved task."),
-        _carriers_html(res), _revoked_html(res, link), _poison_html(res),
+        _carriers_html(res), _adapters_html(res), _revoked_html(res, link), _poison_html(res),
         f"<h2>Config</h2><pre>{html.escape(json.dumps(res.config.model_dump(mode='json'), indent=2))}</pre>",
     ]
     return "\n".join(p for p in parts if p)
@@ -319,6 +319,20 @@ def _carriers_html(res: RunResults) -> str:
     gate_rows = [{"decision": d, **{s: res.gates[s].get(d, 0) for s in res.gates}} for d in decisions]
     gates = html_table(gate_rows, [("decision", "gate: decision"), *[(s, s) for s in res.gates]]) if decisions else ""
     return f"<h2>Active carrier items after the last round</h2>{active}<h2>Gate decisions</h2>{gates}"
+
+
+ADAPTER_COLUMNS = [("round", "round"), ("adapter", "adapter"), ("method", "method"), ("rows", "rows"),
+                   ("steps", "steps"), ("candidate_solved", "gate replay: adapter"),
+                   ("served_solved", "gate replay: served"), ("state", "state now"), ("gate", "gate")]
+
+
+def _adapters_html(res: RunResults) -> str:
+    if res.config.weights_min_rows is None:
+        return ""
+    body = html_table(res.adapters, ADAPTER_COLUMNS) if res.adapters else "<p>No round trained an adapter.</p>"
+    return ("<h2>Weights: adapters per round</h2><p>A LoRA adapter trained after a round on lle's verified rows, "
+            "replayed against the policy served then on dev tasks apart from the verdict's; an active adapter "
+            "serves every later lle round, so its effect is in the held-out curve above.</p>" + body)
 
 
 def _revoked_html(res: RunResults, link: Callable[[str, str], str] | None) -> str:
@@ -362,7 +376,7 @@ def write_report(res: RunResults, workspace: str | Path | None = None) -> Path:
                                                      "carriers": res.carriers, "gates": res.gates,
                                                      "revoked": res.revoked, "growth": res.growth,
                                                      "curriculum": read_curriculum(run),
-                                                     "poison": res.poison}, indent=2))
+                                                     "poison": res.poison, "adapters": res.adapters}, indent=2))
     body = run_sections(res, run, verdicts)
     if suite:
         body += "<h2>Suite</h2><pre>" + html.escape(json.dumps(suite, indent=2)) + "</pre>"

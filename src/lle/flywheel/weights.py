@@ -25,6 +25,7 @@ from lle.errors import InvalidInputError
 from lle.flywheel import suite
 from lle.flywheel.verdict import paired_verdict
 from lle.store import Store
+from lle.store import flywheel as flywheel_store
 
 
 class Flywheel(Protocol):
@@ -92,3 +93,32 @@ def validate(fw: Flywheel, db_path: Path, round_: int) -> None:
             WeightsCarrier(db, actor=f"flywheel:{fw.config.id}").decide(
                 item_id, HeldOutVerdict(pairs=verdict.n, difference=verdict.difference / 100, low=low / 100,
                                         high=high / 100, regressed=regressed))
+
+
+def adapter_rounds(folder: Path, db: Store, run_id: str) -> list[dict[str, Any]]:
+    """Per round that trained an adapter: the adapter, its state now, its gate replay (candidate against the
+    policy served then, solved of paired dev tasks) and the gate's reasons, for the report."""
+    import json
+
+    carrier = WeightsCarrier(db)
+    known = {a.id: a for a in carrier.adapters()}
+    decided = {u.item_id: u for u in db.list_updates(limit=10_000_000, carrier="weights")
+               if u.gate is not None and u.gate.name == "weights_heldout"}
+    out: list[dict[str, Any]] = []
+    for path in sorted((folder / "replays").glob("r*-weights.json"), key=lambda p: int(p.name[1:].split("-")[0])):
+        round_ = int(path.name[1:].split("-")[0])
+        for item_id in json.loads(path.read_text(encoding="utf-8")):
+            adapter = known.get(str(item_id))
+            if adapter is None:
+                continue
+            solved = {"served": 0, "candidate": 0}
+            for batch, _, _, outcome, _ in flywheel_store.batch_results(
+                    db, f"{run_id}/lle/r{round_}/weights/{adapter.id[-8:]}/"):
+                arm = batch.rsplit("/", 1)[-1]
+                solved[arm] = solved.get(arm, 0) + (outcome == "pass")
+            gate = decided.get(adapter.id)
+            out.append({"round": round_, "adapter": adapter.id, "state": adapter.state,
+                        "method": adapter.card.method, "rows": adapter.card.train_rows, "steps": adapter.card.steps,
+                        "candidate_solved": solved["candidate"], "served_solved": solved["served"],
+                        "gate": "; ".join(gate.gate.reasons) if gate and gate.gate else "not decided"})
+    return out

@@ -13,7 +13,7 @@ import concurrent.futures
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -252,13 +252,39 @@ class HttpUpstream:
 
 
 class EmbeddedUpstream:
-    """llama.cpp in this process (default: SmolLM2 from the catalog), one call at a time."""
+    """llama.cpp in this process (default: SmolLM2 from the catalog), one call at a time.
+
+    `adapters` names LoRA adapters (GGUF files, `lle weights`) as models of their own: a request whose `model`
+    is one of those names decodes with the base plus that adapter, and its reply and recorded step carry the
+    adapter's name. Any other `model` is answered by the base, as before adapters existed.
+    """
 
     def __init__(self, model: str = "smollm2-135m", *, n_ctx: int = 4096, n_threads: int | None = None,
-                 llm: Any = None) -> None:
+                 llm: Any = None, adapters: Mapping[str, Path] | None = None) -> None:
         self.name = Path(model).stem if model.endswith(".gguf") else model
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lle-llama")
         self.llm = llm if llm is not None else _load(model, n_ctx, n_threads)
+        self.adapters = dict(adapters or {})
+        for name, path in self.adapters.items():
+            if not Path(path).is_file():
+                raise InvalidInputError(f"adapter {name}: file {path} does not exist; list adapters with "
+                                        "`lle weights list`")
+        # One llama.cpp instance per served adapter, loaded at its first request (llama-cpp-python binds a LoRA
+        # when the model is loaded); only the decode thread touches them.
+        self._spec = (model, n_ctx, n_threads)
+        self._loaded: dict[str, Any] = {}
+
+    def _pick(self, body: dict[str, Any]) -> str:
+        asked = body.get("model")
+        return asked if isinstance(asked, str) and asked in self.adapters else self.name
+
+    def _llm(self, name: str) -> Any:
+        if name == self.name:
+            return self.llm
+        if name not in self._loaded:
+            model, n_ctx, n_threads = self._spec
+            self._loaded[name] = _load(model, n_ctx, n_threads, lora_path=self.adapters[name])
+        return self._loaded[name]
 
     def _kwargs(self, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("logprobs"):
@@ -276,43 +302,45 @@ class EmbeddedUpstream:
             kwargs["max_tokens"] = body["max_completion_tokens"]
         return kwargs
 
-    def _call(self, kwargs: dict[str, Any], stream: bool) -> Any:
+    def _call(self, kwargs: dict[str, Any], stream: bool, name: str) -> Any:
         import llama_cpp.llama_chat_format as chat_format
 
         try:
+            llm = self._llm(name)
             if kwargs.get("tools") and kwargs.get("tool_choice") != "none":
                 # The GGUF's own template ignores tools; this handler (ChatML, as SmolLM2 speaks) grammar-constrains
                 # the call to the tools' schemas and answers OpenAI-style `tool_calls`.
                 handler = chat_format.get_chat_completion_handler("chatml-function-calling")
-                return handler(llama=self.llm, stream=stream, **kwargs)
+                return handler(llama=llm, stream=stream, **kwargs)
             kwargs.pop("tools", None)
             kwargs.pop("tool_choice", None)
-            return self.llm.create_chat_completion(stream=stream, **kwargs)
+            return llm.create_chat_completion(stream=stream, **kwargs)
         except (ValueError, TypeError, KeyError, jinja2.TemplateError) as err:  # the request does not fit the model
             raise UpstreamError(400, f"the embedded model cannot answer this request: {type(err).__name__}: {err}") \
                 from err
         except RuntimeError as err:
             raise UpstreamError(502, f"the embedded model failed: {err}") from err
 
-    def _named(self, data: dict[str, Any]) -> dict[str, Any]:
-        data["model"] = self.name  # llama.cpp reports the file path
+    @staticmethod
+    def _named(data: dict[str, Any], name: str) -> dict[str, Any]:
+        data["model"] = name  # llama.cpp reports the file path
         return data
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        kwargs = self._kwargs(body)
+        kwargs, name = self._kwargs(body), self._pick(body)
         loop = asyncio.get_running_loop()
-        data = await loop.run_in_executor(self.pool, self._call, kwargs, False)
-        return self._named(dict(data))
+        data = await loop.run_in_executor(self.pool, self._call, kwargs, False, name)
+        return self._named(dict(data), name)
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[str]:
-        kwargs = self._kwargs(body)
+        kwargs, name = self._kwargs(body), self._pick(body)
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[str | BaseException | None] = asyncio.Queue()
 
         def produce() -> None:
             try:
-                for chunk in self._call(kwargs, True):
-                    line = "data: " + json.dumps(self._named(dict(chunk)), ensure_ascii=False)
+                for chunk in self._call(kwargs, True, name):
+                    line = "data: " + json.dumps(self._named(dict(chunk), name), ensure_ascii=False)
                     loop.call_soon_threadsafe(queue.put_nowait, line)
                     loop.call_soon_threadsafe(queue.put_nowait, "")
                 loop.call_soon_threadsafe(queue.put_nowait, "data: [DONE]")
@@ -333,8 +361,11 @@ class EmbeddedUpstream:
             yield item
 
     async def models(self) -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": self.name, "object": "model", "owned_by": "lle-embedded",
-                                            "created": int(time.time())}]}
+        now = int(time.time())
+        listed = [{"id": self.name, "object": "model", "owned_by": "lle-embedded", "created": now}]
+        listed += [{"id": name, "object": "model", "owned_by": "lle-weights", "created": now, "parent": self.name}
+                   for name in self.adapters]
+        return {"object": "list", "data": listed}
 
     async def aclose(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -346,7 +377,7 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _load(model: str, n_ctx: int, n_threads: int | None) -> Any:
+def _load(model: str, n_ctx: int, n_threads: int | None, *, lora_path: Path | None = None) -> Any:
     from lle.errors import ModelError
     from lle.policies.catalog import locate
 
@@ -359,13 +390,17 @@ def _load(model: str, n_ctx: int, n_threads: int | None) -> Any:
     if not path.is_file():
         raise ModelError(f"model file {path} does not exist; pass a catalog model or an existing .gguf")
     threads = n_threads or int(os.environ.get("LLE_THREADS", "2"))
-    return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, verbose=False)
+    return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, verbose=False,
+                           lora_path=None if lora_path is None else str(lora_path))
 
 
 def make_upstream(spec: str, model: str, *, api_key: str | None = None, n_ctx: int = 4096,
-                  n_threads: int | None = None) -> Upstream:
+                  n_threads: int | None = None, adapters: Mapping[str, Path] | None = None) -> Upstream:
     if spec == "embedded":
-        return EmbeddedUpstream(model, n_ctx=n_ctx, n_threads=n_threads)
+        return EmbeddedUpstream(model, n_ctx=n_ctx, n_threads=n_threads, adapters=adapters)
+    if adapters:
+        raise InvalidInputError("--adapter: adapters are served by the embedded upstream only; drop --adapter or "
+                                "use --upstream embedded")
     if not spec.startswith(("http://", "https://")):
         raise InvalidInputError(f"--upstream {spec!r}: use `embedded` or the base URL of an OpenAI-compatible "
                                 "server, e.g. http://127.0.0.1:8080/v1")

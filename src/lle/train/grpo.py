@@ -58,6 +58,8 @@ class Sample:
     prompt: str
     completion: str
     advantage: float
+    reward: float
+    """The attempt's verified reward (1 pass, 0 otherwise), before normalizing in its group."""
     experience_id: str
 
 
@@ -93,7 +95,8 @@ def group_samples(store: Store, rows: Sequence[dict[str, Any]]) -> tuple[list[Sa
             for step in clean.steps:
                 call = recorded_call(step)
                 if trainable(step) and call:
-                    samples.append(Sample(str(call["prompt"]), str(call["completion"]), (reward - mean) / std, exp.id))
+                    samples.append(Sample(str(call["prompt"]), str(call["completion"]), (reward - mean) / std,
+                                          reward, exp.id))
     return samples, groups
 
 
@@ -128,7 +131,7 @@ def train_grpo(rows_path: Path, store: Store, base_gguf: Path, out_dir: Path, *,
     architecture = str(getattr(model.config, "model_type", "llama"))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     encoded = [(*encode({"prompt": s.prompt, "completion": s.completion}, tokenizer, config.max_tokens)[:2],
-                s.advantage) for s in samples]
+                s.advantage, s.reward) for s in samples]
     model = get_peft_model(model, LoraConfig(r=config.rank, lora_alpha=config.alpha, lora_dropout=0.0,
                                              target_modules=list(config.target_modules), task_type="CAUSAL_LM"))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate)
@@ -141,8 +144,8 @@ def train_grpo(rows_path: Path, store: Store, base_gguf: Path, out_dir: Path, *,
         if len(order) < config.batch_size:
             order += rng.sample(range(len(encoded)), len(encoded))
         chunk = [encoded[order.pop(0)] for _ in range(min(config.batch_size, len(order)))]
-        batch = batch_of([(ids, labels) for ids, labels, _ in chunk], pad)
-        advantages = torch.tensor([a for _, _, a in chunk])
+        batch = batch_of([(ids, labels) for ids, labels, _, _ in chunk], pad)
+        advantages = torch.tensor([a for _, _, a, _ in chunk])
         logps, mask = _token_logps(model, batch)
         with torch.no_grad(), model.disable_adapter():
             ref, _ = _token_logps(model, batch)
@@ -162,7 +165,8 @@ def train_grpo(rows_path: Path, store: Store, base_gguf: Path, out_dir: Path, *,
         losses.append(round(loss.item(), 4))
         kls.append(round(float(((kl * mask).sum() / mask.sum().clamp(min=1)).item()), 5))
         if progress is not None:
-            progress(step, config.steps, losses[-1])
+            progress(step, config.steps, {"loss": losses[-1], "kl": kls[-1],
+                                          "reward": round(statistics.fmean(r for *_, r in chunk), 3)})
     state = {k: v.detach().clone() for k, v in model.state_dict().items() if ".lora_" in k}
     out_dir.mkdir(parents=True, exist_ok=True)
     adapter = write_adapter(state, alpha=config.alpha, architecture=architecture, path=out_dir / "adapter.gguf",

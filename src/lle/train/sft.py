@@ -25,8 +25,8 @@ from lle.policies.catalog import sha256_file
 from lle.train.adapter_gguf import TARGET_MODULES, write_adapter
 
 Row = dict[str, Any]
-Progress = Callable[[int, int, float], None]
-"""(step, of steps, loss) after each optimizer step."""
+Progress = Callable[[int, int, dict[str, float]], None]
+"""(step, of steps, metrics) after each optimizer step: `loss` always; GRPO adds `kl` and `reward`."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def train_sft(rows_path: Path, base_gguf: Path, out_dir: Path, *, base_model: st
         optimizer.zero_grad()
         losses.append(round(loss.item(), 4))
         if progress is not None:
-            progress(step, config.steps, losses[-1])
+            progress(step, config.steps, {"loss": losses[-1]})
         if hold and (step % config.eval_every == 0 or step == config.steps):
             model.eval()
             value = round(_loss(model, hold, pad, config.batch_size), 4)
