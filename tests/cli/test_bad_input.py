@@ -187,3 +187,14 @@ def test_weights_commands_name_the_bad_snapshot_or_adapter(workspace: Path, tmp_
     assert_one_line_error(lle(workspace, "weights", "train", str(junk)), "rows.jsonl", "sft")
     assert_one_line_error(lle(workspace, "weights", "show", "itm_nope"), "itm_nope")
     assert_one_line_error(lle(workspace, "weights", "rollback", "--reason", "r"), "no adapter is active")
+
+
+def test_bad_slots_count_or_lean_are_refused_before_a_model_loads(workspace: Path) -> None:
+    before = files(workspace)
+    run = ("episodes", "run", "toy/keys-v1", "--policy")
+    assert_one_line_error(lle(workspace, *run, "smollm2-135m", "--slots", "-1"), "--slots -1", "at least 1")
+    assert_one_line_error(lle(workspace, *run, "smollm2-135m", "--count", "0"), "--count 0", "at least 1")
+    for option in (["--slots", "2"], ["--lean"]):
+        assert_one_line_error(lle(workspace, *run, "scripted:actions.json", *option), option[0],
+                              "embedded model", "--policy")
+    assert files(workspace) == before
