@@ -197,4 +197,9 @@ def test_bad_slots_count_or_lean_are_refused_before_a_model_loads(workspace: Pat
     for option in (["--slots", "2"], ["--lean"]):
         assert_one_line_error(lle(workspace, *run, "scripted:actions.json", *option), option[0],
                               "embedded model", "--policy")
-    assert files(workspace) == before
+    flywheel = ("run", "--suite", "toy", "--model")
+    assert_one_line_error(lle(workspace, *flywheel, "smollm2-135m", "--slots", "-2"), "--slots -2", "at least 1")
+    assert_one_line_error(lle(workspace, *flywheel, "oracle", "--slots", "2"), "--slots", "embedded model", "--model")
+    assert_one_line_error(lle(workspace, *flywheel, "smollm2-135m", "--slots", "2", "--executor", "ray"),
+                          "--slots", "--executor ray")
+    assert files(workspace) == before and not (workspace / "runs").exists()
