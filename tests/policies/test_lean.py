@@ -100,3 +100,27 @@ def test_a_lean_decode_has_no_whitespace_and_no_more_tokens(smollm_path: Path, t
                         n_threads=threads) as decoder:
         batched, batched_call = decoder.policy(lean=True, reuse_prefix=False).act(context)
     assert (batched, batched_call.completion) == (request, call.completion)
+
+
+@pytest.mark.slow
+def test_lle_episodes_run_with_slots_and_lean_stores_every_episode(tmp_path: Path, smollm_path: Path,
+                                                                     threads: int) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from lle.store import Store
+
+    result = subprocess.run(
+        [sys.executable, "-m", "lle.cli.main", "--workspace", str(tmp_path), "episodes", "run", "math/arith-v1",
+         "--policy", "smollm2-135m", "--slots", "2", "--count", "2", "--lean", "--max-steps", "2"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "LLE_THREADS": str(threads)})
+    assert result.returncode == 0, result.stderr
+    ids = result.stdout.split()
+    assert len(ids) == 2 and all(i.startswith("exp_") for i in ids)
+    with Store(tmp_path / "lle.db") as db:
+        for exp_id in ids:
+            exp = db.get_experience(exp_id)
+            assert exp.policy.params.get("decode") == "batched" and exp.policy.params.get("lean") is True
+            completions = [s.llm.completion for s in exp.steps if s.llm is not None and s.llm.completion]
+            assert completions and all(c.startswith('{"why":"') for c in completions)
