@@ -15,6 +15,10 @@ evaluated incrementally gives logits a rounding error apart from one evaluated i
 temperature 0 the same context can, rarely, decode differently depending on what was evaluated
 before; `reuse_prefix=False` makes each call depend on its context alone.
 
+With `lean`, the action is decoded under `lle.actions.lean_schema` (short keys) in a grammar without
+whitespace between JSON tokens (`gbnf_of(compact=True)`), and mapped back (`from_lean`) to the same
+`ActionRequest`: fewer generated tokens a step; the completion recorded is the lean text.
+
 Each `LLMCall` records its prompt: the text the GGUF's chat template renders from the messages (the
 formatter llama-cpp-python uses, built alike: see `chat_renderer`), or, for a model whose format is
 one of llama-cpp-python's built-in ones, the messages as canonical JSON (`lle.policies.prompt`).
