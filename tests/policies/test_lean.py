@@ -124,3 +124,21 @@ def test_lle_episodes_run_with_slots_and_lean_stores_every_episode(tmp_path: Pat
             assert exp.policy.params.get("decode") == "batched" and exp.policy.params.get("lean") is True
             completions = [s.llm.completion for s in exp.steps if s.llm is not None and s.llm.completion]
             assert completions and all(c.startswith('{"why":"') for c in completions)
+
+
+@pytest.mark.slow
+def test_loads_in_threads_leave_stdout_and_stderr_where_they_were(smollm_path: Path) -> None:
+    """Each load silences fds 1 and 2 and restores them; concurrent loads (episode threads of `lle run --slots`,
+    each counting tokens) once left them pointing at /dev/null, and the run printed nothing more."""
+    import os
+    import threading
+
+    from lle.policies.llama import load_token_counter
+
+    before = [(os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in (1, 2)]
+    threads = [threading.Thread(target=load_token_counter, args=(smollm_path,)) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [(os.fstat(fd).st_dev, os.fstat(fd).st_ino) for fd in (1, 2)] == before

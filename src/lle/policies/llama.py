@@ -41,6 +41,10 @@ from lle.errors import InvalidInputError, ModelError, PolicyBackendError
 from lle.policies.prompt import messages_text
 
 DEFAULT_THREADS = 2
+_LOAD_LOCK = threading.Lock()
+"""Loads silence the process's stdout/stderr file descriptors (dup2 away and back): two threads loading at
+once (episode threads each counting tokens, `lle run --slots`) would restore each other's silenced
+descriptors, and the process would print nothing more."""
 
 def _llama_cpp() -> Any:
     try:
@@ -74,7 +78,7 @@ def _load(path: Path, **kwargs: Any) -> Any:
     try:
         # verbose=False still lets llama.cpp print context warnings (vocab-only loads warn about
         # n_ctx_train); silence its file descriptors while loading, errors still raise.
-        with llama_cpp._utils.suppress_stdout_stderr(disable=False):
+        with _LOAD_LOCK, llama_cpp._utils.suppress_stdout_stderr(disable=False):
             return llama_cpp.Llama(model_path=str(path), verbose=False, **kwargs)
     except (ValueError, RuntimeError, OSError) as err:
         raise ModelError(
