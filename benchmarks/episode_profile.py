@@ -1,12 +1,16 @@
 """Episodes per hour with the embedded model: today's process pool against batched decoding; prints JSON.
 
     .venv/bin/python benchmarks/episode_profile.py [--quick] [--episodes 16] [--steps 6] [--slots 1,2,4,8]
+        [--lean-slots 4] [--no-shared]
 
 The same train small worlds (half `math/arith-v1`, half `toy/keys-v1`), the default model
 (SmolLM2-135M), greedy, each run into a fresh SQLite store with the CLI's assessment:
 - `pool`: `run_many(workers=2)`, each worker process with its own `LlamaPolicy` on one thread;
 - `batched/N`: `run_many(backend=ThreadBackend(N))` with one `BatchedDecoder` of N slots (two threads),
-  prefix sharing off, and once more at the largest N with prefix sharing on.
+  prefix sharing off, and once more at the largest N with prefix sharing on (unless `--no-shared`);
+- `batched/N+lean` (N = `--lean-slots`, 0: none): the same with lean actions (`lle.actions.lean_schema`:
+  short keys, no whitespace, the prompt's output format and past turns in that form); its actions are
+  compared with the pool's and with `batched/N`'s (the prompt differs, so greedy outcomes may too).
 
 For each run: episodes/hour, steps, prompt and generated tokens per step, and where the time went:
 `model` (time inside `act`, summed over episodes), split into prompt evaluation and generation
@@ -23,6 +27,7 @@ Routing is not run (no carriers here). Numbers depend on the machine and on what
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import tempfile
@@ -33,6 +38,7 @@ from typing import Any
 
 import llama_cpp
 
+from lle.context.plain import PlainContextBuilder
 from lle.core import ActionRequest, Context, Experience, Limits, LLMCall, SmallWorld, Split
 from lle.evidence import assess_experience
 from lle.policies.batched import BatchedDecoder
@@ -96,7 +102,7 @@ def timed_store(store: Store, clock: dict[str, float]) -> None:
 
 
 def profile(small_worlds: list[SmallWorld], factory: Callable[[SmallWorld], Any], backend: Backend, lanes: int,
-            limits: Limits, folder: Path) -> tuple[dict[str, Any], list[Experience]]:
+            limits: Limits, folder: Path, lean: bool = False) -> tuple[dict[str, Any], list[Experience]]:
     clock = {"commit": 0.0, "assess": 0.0}
 
     def assess(experience: Experience) -> Experience:
@@ -109,7 +115,10 @@ def profile(small_worlds: list[SmallWorld], factory: Callable[[SmallWorld], Any]
     with Store(folder / f"{time.monotonic_ns()}.db") as store:
         timed_store(store, clock)
         start = time.perf_counter()
-        done = run_many(small_worlds, factory, store=store, backend=backend, limits=limits, assess=assess)
+        # The harness's default builder (plain), in its lean form for a lean policy.
+        builder = (lambda: PlainContextBuilder(lean=True)) if lean else None
+        done = run_many(small_worlds, factory, store=store, backend=backend, limits=limits, assess=assess,
+                        context_builder_factory=builder)
         wall = time.perf_counter() - start
     steps = [s for e in done for s in e.steps]
     calls = [s.llm for s in steps if s.llm is not None]
@@ -145,14 +154,16 @@ def compare(reference: list[list[str]], other: list[list[str]]) -> dict[str, int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="8 episodes of at most 4 steps, slots 1,4,8")
+    parser.add_argument("--quick", action="store_true", help="8 episodes of at most 4 steps")
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--steps", type=int, default=6, help="step limit of each episode")
     parser.add_argument("--slots", default="1,2,4,8")
     parser.add_argument("--threads", type=int, default=2, help="threads of the batched decoder")
+    parser.add_argument("--lean-slots", type=int, default=4, help="slots of the lean arm (0: no lean arm)")
+    parser.add_argument("--no-shared", action="store_true", help="no prefix-sharing arm")
     args = parser.parse_args()
     if args.quick:
-        args.episodes, args.steps, args.slots = 8, 4, "1,4,8"
+        args.episodes, args.steps = 8, 4
     counts = [int(x) for x in args.slots.split(",")]
     path = str(locate(DEFAULT_MODEL))
     sws = worlds(args.episodes)
@@ -172,11 +183,14 @@ def main() -> None:
         report["prompt_tokens_evaluated_per_step"] = round(evaluated / report["steps"], 1)
         out["runs"]["pool/2"] = report
         reference = actions(done)
-        plans = [(n, False) for n in counts] + [(max(counts), True)]
-        for slots, share in plans:
+        plans = [(n, False, False) for n in counts] + ([] if args.no_shared else [(max(counts), True, False)])
+        plans += [(args.lean_slots, False, True)] if args.lean_slots > 0 else []
+        by_arm: dict[str, list[list[str]]] = {}
+        for slots, share, lean in plans:
             with BatchedDecoder(path, model_id=DEFAULT_MODEL, sha256=CATALOG[DEFAULT_MODEL].sha256, slots=slots,
                                 n_threads=args.threads, share_prefix=share) as decoder:
-                report, done = profile(sws, decoder.policy, ThreadBackend(slots), 1, limits, folder)
+                report, done = profile(sws, functools.partial(decoder.policy, lean=lean), ThreadBackend(slots), 1,
+                                       limits, folder, lean=lean)
                 st = decoder.stats
             report["time_s"] |= {"prompt_eval": round(st.prompt_s, 1),
                                  "generation": round(st.generate_s + st.sample_s, 1),
@@ -190,7 +204,11 @@ def main() -> None:
             report["prefix_tokens_shared_per_step"] = round(st.shared_tokens / max(report["steps"], 1), 1)
             report["speedup"] = round(report["episodes_per_hour"] / out["runs"]["pool/2"]["episodes_per_hour"], 2)
             report["actions_vs_pool"] = compare(reference, actions(done))
-            out["runs"][f"batched/{slots}" + ("+shared_prefix" if share else "")] = report
+            name = f"batched/{slots}" + ("+shared_prefix" if share else "") + ("+lean" if lean else "")
+            if lean and f"batched/{slots}" in by_arm:
+                report["actions_vs_unlean"] = compare(by_arm[f"batched/{slots}"], actions(done))
+            by_arm[name] = actions(done)
+            out["runs"][name] = report
     out["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(out, indent=2))
 

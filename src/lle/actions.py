@@ -84,3 +84,39 @@ def cap_free_text(schema: dict[str, Any], *, thought_chars: int | None, expect_c
                 props[key] = {**props[key], "maxLength": cap}
         branches.append({**branch, "properties": props})
     return {"anyOf": branches}
+
+
+# Lean actions: the same action under short keys, decoded with no whitespace between JSON tokens (the
+# grammar forbids it), so that a step's generated tokens go to content. Each key is one token in
+# SmolLM2's vocabulary, and "why"/"exp" still say what to write to a small model reading the prompt.
+LEAN_KEYS = {"thought": "why", "tool": "tool", "args": "args", "expect": "exp"}
+_FULL_KEYS = {short: full for full, short in LEAN_KEYS.items()}
+
+
+def lean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (from `action_schema`, capped or masked or not) with each branch's keys renamed to
+    `LEAN_KEYS`, their order and their value schemas unchanged (`args` stays the tool's own schema)."""
+    branches = []
+    for branch in schema.get("anyOf", []):
+        props = {LEAN_KEYS.get(key, key): value for key, value in branch.get("properties", {}).items()}
+        required = [LEAN_KEYS.get(key, key) for key in branch.get("required", [])]
+        branches.append({**branch, "properties": props, "required": required})
+    return {"anyOf": branches}
+
+
+def from_lean(document: Any) -> Any:
+    """A decoded lean action with its full keys back, for `parse_action` against the full schema; anything
+    but an object is returned as it is (and then fails validation there)."""
+    if not isinstance(document, dict):
+        return document
+    return {_FULL_KEYS.get(key, key): value for key, value in document.items()}
+
+
+def output_format(lean: bool = False) -> str:
+    """The example action the prompt's output format shows: full keys, or the lean ones with no spaces."""
+    if lean:
+        k = LEAN_KEYS
+        return (f'{{"{k["thought"]}":"{THOUGHT_SLOT}","{k["tool"]}":"<tool name>","{k["args"]}":{{<its arguments>}},'
+                f'"{k["expect"]}":"{EXPECT_SLOT}"}}')
+    return (f'{{"thought": "{THOUGHT_SLOT}", "tool": "<tool name>", "args": {{<its arguments>}}, '
+            f'"expect": "{EXPECT_SLOT}"}}')

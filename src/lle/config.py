@@ -102,6 +102,11 @@ class RunConfig(Record):
     gate (a paired verdict on dev tasks apart from the evaluation's); None: weights are never trained."""
     weights_steps: int = Field(default=40, ge=1)
     """Optimizer steps at most per adapter."""
+    slots: int = Field(default=0, ge=0, exclude_if=lambda v: v == 0)
+    """Batched decoding: this many episodes decoded together by one model in this process
+    (`lle.policies.batched`, episodes in threads); 0: the worker pool, a model per worker."""
+    lean: bool = Field(default=False, exclude_if=lambda v: v is False)
+    """Lean actions (`lle.actions.lean_schema`): short keys and no whitespace in the decoded JSON."""
     created_at: datetime = Field(default_factory=utcnow)
     """When the run was started."""
 

@@ -190,3 +190,19 @@ def test_weights_commands_name_the_bad_snapshot_or_adapter(workspace: Path, tmp_
     assert_one_line_error(lle(workspace, "serve", "--token", "t", "--adapter", "active"), "--adapter active",
                           "lle weights list")
     assert_one_line_error(lle(workspace, "serve", "--token", "t", "--adapter", "itm_nope"), "itm_nope")
+
+
+def test_bad_slots_count_or_lean_are_refused_before_a_model_loads(workspace: Path) -> None:
+    before = files(workspace)
+    run = ("episodes", "run", "toy/keys-v1", "--policy")
+    assert_one_line_error(lle(workspace, *run, "smollm2-135m", "--slots", "-1"), "--slots -1", "at least 1")
+    assert_one_line_error(lle(workspace, *run, "smollm2-135m", "--count", "0"), "--count 0", "at least 1")
+    for option in (["--slots", "2"], ["--lean"]):
+        assert_one_line_error(lle(workspace, *run, "scripted:actions.json", *option), option[0],
+                              "embedded model", "--policy")
+    flywheel = ("run", "--suite", "toy", "--model")
+    assert_one_line_error(lle(workspace, *flywheel, "smollm2-135m", "--slots", "-2"), "--slots -2", "at least 1")
+    assert_one_line_error(lle(workspace, *flywheel, "oracle", "--slots", "2"), "--slots", "embedded model", "--model")
+    assert_one_line_error(lle(workspace, *flywheel, "smollm2-135m", "--slots", "2", "--executor", "ray"),
+                          "--slots", "--executor ray")
+    assert files(workspace) == before and not (workspace / "runs").exists()

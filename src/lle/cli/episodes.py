@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import typer
 
@@ -19,7 +20,7 @@ from lle.cli.common import (
 )
 from lle.config import Levers
 from lle.context.builder import for_policy
-from lle.core import Experience, Limits, Split
+from lle.core import Experience, Limits, Policy, SmallWorld, Split
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.policies import load_policy
@@ -77,8 +78,12 @@ def run(
     max_steps: int | None = typer.Option(None, "--max-steps", min=1, help="Override the small world's step limit."),
     levers: str = typer.Option("off", "--levers", help=f"Harness levers: off, all, or some of {', '.join(LEVERS)}."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored experience as JSON."),
+    count: int = typer.Option(1, "--count", help="Episodes to run, at seeds SEED, SEED+1, …"),
+    slots: int = typer.Option(0, "--slots", help="Decode N episodes together in one model (batched; a catalog "
+                              "model or PATH.gguf); 0: one episode at a time."),
+    lean: bool = typer.Option(False, "--lean", help="Lean actions: short keys, no whitespace in the decoded JSON."),
 ) -> None:
-    """Run one episode, store it step by step, print its experience id.
+    """Run one episode (or --count of them), store it step by step, print its experience id.
 
     The context is the budgeted one, sized to the model's real window and counted in its tokenizer.
     """
@@ -88,17 +93,66 @@ def run(
         raise InvalidInputError(f"--split {split!r} is not a split; use train, dev or test") from None
     if base_url:
         os.environ["LLE_BASE_URL"] = base_url  # read by the OpenAI policy, as `lle run --base-url` does
+    check_batching(policy, slots=slots, count=count, lean=lean)
     family = open_family(world_id)
-    small_world = family.small_world(chosen, seed, project=project)
-    limits = Limits(max_steps=max_steps, max_seconds=small_world.limits.max_seconds) if max_steps else None
-    actor = load_policy(policy)
-    with open_store() as db:
-        exp = run_episode(small_world, actor, for_policy(actor), limits=limits, store=db,
-                          world_options=family.options(), assess=assess_experience, levers=parse_levers(levers))
+    small_worlds = [family.small_world(chosen, seed + i, project=project) for i in range(count)]
+    limits = Limits(max_steps=max_steps, max_seconds=small_worlds[0].limits.max_seconds) if max_steps else None
+    chosen_levers = parse_levers(levers)
+    if slots:
+        done = run_batched(small_worlds, policy, slots=slots, lean=lean, limits=limits,
+                           world_options=family.options(), levers=chosen_levers)
+    else:
+        actor = make_policy(policy, lean=True) if lean else load_policy(policy)
+        done = []
+        with open_store() as db:
+            for i, sw in enumerate(small_worlds):
+                if i and policy.startswith("scripted:"):
+                    actor = load_policy(policy)  # a script is consumed by its episode: each starts it afresh
+                done.append(run_episode(sw, actor, for_policy(actor), limits=limits, store=db,
+                                        world_options=family.options(), assess=assess_experience,
+                                        levers=chosen_levers))
     if as_json:
-        print_json(exp.model_dump(mode="json"))
+        print_json(done[0].model_dump(mode="json") if count == 1 else [e.model_dump(mode="json") for e in done])
         return
-    _summary(exp)
+    for exp in done:
+        _summary(exp)
+
+
+def check_batching(policy: str, *, slots: int, count: int, lean: bool) -> None:
+    """One line naming the option and the fix, before any model loads."""
+    if count < 1:
+        raise InvalidInputError(f"--count {count} must be at least 1 (the episodes to run)")
+    if slots < 0:
+        raise InvalidInputError(f"--slots {slots} must be at least 1 (episodes decoded together), or 0 for one "
+                                "at a time")
+    embedded = not policy.startswith(("scripted:", "openai:"))
+    if (slots or lean) and not embedded:
+        option = "--slots" if slots else "--lean"
+        raise InvalidInputError(f"{option} needs an embedded model policy (a catalog name or PATH.gguf), not "
+                                f"{policy.partition(':')[0]}:…; change --policy or leave {option} out")
+
+
+def make_policy(spec: str, **params: Any) -> Policy:
+    """An embedded model policy with `params` (the resume spec is the plain one)."""
+    from lle.policies import catalog
+
+    actor = catalog.make_policy(spec, **params)
+    actor.spec = spec  # type: ignore[attr-defined]
+    return actor
+
+
+def run_batched(small_worlds: list[SmallWorld], spec: str, *, slots: int, lean: bool, limits: Limits | None,
+                world_options: dict[str, Any], levers: Levers) -> list[Experience]:
+    """`small_worlds` through one `BatchedDecoder` of `slots` sequences, `slots` episodes at a time in threads."""
+    from lle.policies.batched import BatchedDecoder
+    from lle.runtime.parallel import run_many
+    from lle.runtime.threaded import ThreadBackend
+
+    with BatchedDecoder.from_spec(spec, slots=slots) as decoder, open_store() as db:
+        sizing = decoder.policy(lean=lean)  # the budget and the token count every episode's context uses
+        return run_many(small_worlds, lambda sw: decoder.policy(sw, lean=lean), store=db,
+                        context_builder_factory=lambda: for_policy(sizing), backend=ThreadBackend(slots),
+                        limits=limits, world_options=world_options, assess=assess_experience, levers=levers)
 
 
 @app.command("resume")

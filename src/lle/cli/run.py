@@ -97,6 +97,23 @@ def reach_server(spec: str) -> None:
                                  f"{type(err).__name__}; start it, or fix --base-url / LLE_BASE_URL") from err
 
 
+def check_batching(model: str, *, slots: int, lean: bool, executor: str, weights_min_rows: int | None) -> None:
+    """`--slots` and `--lean`: one line naming the option and the fix, before any run folder exists."""
+    if slots < 0:
+        raise InvalidInputError(f"--slots {slots} must be at least 1 (episodes decoded together), or 0 for the "
+                                "worker pool")
+    option = "--slots" if slots else "--lean" if lean else None
+    if option and (model == "oracle" or model.startswith("openai:")):
+        raise InvalidInputError(f"{option} needs an embedded model (a catalog name or PATH.gguf), not {model}; "
+                                f"change --model or leave {option} out")
+    if slots and executor != "process":
+        raise InvalidInputError("--slots runs episodes in threads of this process; leave out --executor ray "
+                                "or --slots")
+    if slots and weights_min_rows is not None:
+        raise InvalidInputError("--slots does not apply trained LoRA adapters; leave out --weights-min-rows "
+                                "or --slots")
+
+
 def routing_summary(updates: list[Update]) -> str:
     """`memory admit 4 · rules reject 3 (rules) · …`: what a round's routing wrote, by carrier, op and gate."""
     counts = Counter(f"{u.carrier.value} {u.op.value}" + (f" ({u.gate.name})" if u.gate and not u.gate.passed else "")
@@ -137,6 +154,9 @@ def run(
     weights_min_rows: int | None = typer.Option(None, "--weights-min-rows", min=1, max=MAX_TASKS * 100,
                                                 help="lle trains a LoRA adapter after a round whose dataset gained "
                                                      "this many sft rows (extra [train]); default: never."),
+    slots: int = typer.Option(0, "--slots", help="Decode N episodes together in one model in this process "
+                              "(batched; a catalog model or PATH.gguf); 0: the worker pool."),
+    lean: bool = typer.Option(False, "--lean", help="Lean actions: short keys, no whitespace in the decoded JSON."),
     resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Continue a killed run."),
     as_json: bool = typer.Option(False, "--json", help="No progress display; print the summary as JSON."),
 ) -> None:
@@ -150,6 +170,7 @@ def run(
     else:
         if executor not in ("process", "ray"):
             raise InvalidInputError(f"--executor {executor!r} is unknown; use process or ray")
+        check_batching(model, slots=slots, lean=lean, executor=executor, weights_min_rows=weights_min_rows)
         if scenario not in (None, "poison"):
             raise InvalidInputError(f"--scenario {scenario!r} is unknown; the one scenario is poison")
         chosen = list(STRATEGIES) if compare else [check_strategy(strategy)]
@@ -164,7 +185,7 @@ def run(
                            eval_tasks=eval_tasks or chosen_suite.eval_tasks, workers=workers, max_steps=max_steps,
                            seed=seed, scenario=scenario, group_size=group or 4, curriculum=curriculum,
                            levers=parse_levers(levers), executor=executor, ray_address=ray_address,
-                           weights_min_rows=weights_min_rows)
+                           weights_min_rows=weights_min_rows, slots=slots, lean=lean)
     if config.weights_min_rows is not None:
         if config.model == "oracle" or config.model.startswith("openai:"):
             raise InvalidInputError(f"--weights-min-rows trains a LoRA on a local GGUF model, not {config.model}; "

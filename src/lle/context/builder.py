@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lle.actions import EXPECT_SLOT, THOUGHT_SLOT, action_schema
+from lle.actions import LEAN_KEYS, action_schema, output_format
 from lle.context import binding
 from lle.context.compress import TrajectoryLine, clip_end, compress_trajectory, format_line, shorten_middle
 from lle.core import CarrierItem, Context, Message, Scope, SmallWorld, Step, ToolSpec
@@ -264,6 +264,7 @@ class BudgetedContextBuilder:
         max_history: int = 12,
         max_items: int | None = None,
         role: str = "You are an agent acting in a task environment through tools, one tool call per turn.",
+        lean: bool = False,
     ) -> None:
         if budget_tokens < 64:
             raise InvalidInputError(f"budget_tokens={budget_tokens} is too small; give the context at least 64 tokens")
@@ -276,6 +277,8 @@ class BudgetedContextBuilder:
         self.max_items = max_items
         """Most items shown (the harness sets it from the `notes` lever of the recipe in force)."""
         self.role = role
+        self.lean = lean
+        """The output format shows the lean action (short keys, no spaces) a lean policy decodes."""
         self._system_count: tuple[str, int] = ("", 0)
 
     # -- the sections ------------------------------------------------------------------------
@@ -284,12 +287,16 @@ class BudgetedContextBuilder:
         listing = "\n".join(f"- {signature(t)}: {t.description}" for t in tools)
         # A placeholder, not a real tool: a small model copies the example's tool name (the first
         # tool's, before), and the decoding grammar already forbids a name that is not a tool.
+        if self.lean:  # the keys the lean grammar decodes (`lle.actions.lean_schema`), named once
+            why, exp = LEAN_KEYS["thought"], LEAN_KEYS["expect"]
+            keys = (f"{why} (your reason), tool, args, {exp} (the result you predict). "
+                    f"Keep {why} and {exp} to a few words")
+        else:
+            keys = "thought, tool, args, expect. Keep thought and expect to one short sentence each"
         return (
             f"{self.role}\n\n## Tools\n{listing}\n\n## Output format\n"
-            "Reply with exactly one JSON object and nothing else, with keys in this order: thought, tool, args, "
-            "expect. Keep thought and expect to one short sentence each: "
-            f'{{"thought": "{THOUGHT_SLOT}", "tool": "<tool name>", "args": {{<its arguments>}}, '
-            f'"expect": "{EXPECT_SLOT}"}}'
+            f"Reply with exactly one JSON object and nothing else, with keys in this order: {keys}: "
+            + output_format(self.lean)
         )
 
     @staticmethod
@@ -428,4 +435,5 @@ def for_policy(policy: object, **kwargs: Any) -> BudgetedContextBuilder:
     if isinstance(n_ctx, int) and isinstance(max_tokens, int):
         budget = max(n_ctx - max_tokens - 2 * PROMPT_OVERHEAD, 64)
     count = getattr(policy, "count_tokens", None)
+    kwargs.setdefault("lean", getattr(policy, "lean", False) is True)  # its prompt shows the keys it decodes
     return BudgetedContextBuilder(budget_tokens=budget, count_tokens=count if callable(count) else None, **kwargs)

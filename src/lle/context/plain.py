@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lle.actions import action_schema
+from lle.actions import LEAN_KEYS, action_schema, output_format
 from lle.core import Context, Message, SmallWorld, Step, ToolSpec
 
 
 class PlainContextBuilder:
     """Implements `lle.core.ContextBuilder`; shows at most `max_history` recent steps."""
 
-    def __init__(self, *, max_history: int = 8, max_observation_chars: int = 4000) -> None:
+    def __init__(self, *, max_history: int = 8, max_observation_chars: int = 4000, lean: bool = False) -> None:
         self.max_history = max_history
+        self.lean = lean
+        """Show the lean action (`lle.actions.lean_schema`) in the format and past turns, as a lean policy writes it."""
         self.max_observation_chars = max_observation_chars
         self._cache: tuple[list[ToolSpec], dict[str, Any], str] | None = None
         self._steps: dict[int, tuple[Step, Message, Message]] = {}
@@ -31,8 +33,9 @@ class PlainContextBuilder:
         if self._cache is None or [id(t) for t in self._cache[0]] != [id(t) for t in tools]:
             listing = "\n".join(f"- {t.name}: {t.description} args: {json.dumps(t.parameters, sort_keys=True)}"
                                 for t in tools)
+            example = output_format(lean=True) if self.lean else '{"thought": …, "tool": …, "args": {…}, "expect": …}'
             system = ("You act in a small world through tools, one tool call per turn.\n\nTools:\n" + listing +
-                      "\n\nReply with one JSON object: {\"thought\": …, \"tool\": …, \"args\": {…}, \"expect\": …}.")
+                      "\n\nReply with one JSON object: " + example + ".")
             self._cache = (list(tools), action_schema(tools), system)
         return self._cache[1], self._cache[2]
 
@@ -53,7 +56,10 @@ class PlainContextBuilder:
             if cached is None or cached[0] is not step:
                 action = {"thought": step.request.thought, "tool": step.request.tool, "args": step.request.args,
                           "expect": step.request.expect}
-                cached = (step, Message(role="assistant", content=json.dumps(action, ensure_ascii=False)),
+                # A past turn reads as the policy wrote it: lean keys and no spaces for a lean policy.
+                text = json.dumps({LEAN_KEYS[k]: v for k, v in action.items()}, ensure_ascii=False,
+                                  separators=(",", ":")) if self.lean else json.dumps(action, ensure_ascii=False)
+                cached = (step, Message(role="assistant", content=text),
                           Message(role="tool", content=self._cut(step.effect.observation)))
             shown[id(step)] = cached
             messages += cached[1:]

@@ -21,6 +21,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lle.carriers.recipes import RecipeBook, levers_of
 from lle.config import Levers, RunConfig
@@ -108,17 +109,35 @@ class Flywheel:
                                       max_steps=config.max_steps)
         self.curriculum: list[curriculum.Choice] = []
         self._writer: object | None = None
+        self._decoder: Any = None
+        """The one `BatchedDecoder` of a run with `slots` (built at its first batch, closed at the end)."""
 
     def policy_factory(self, db_path: Path, attempt: int = 0,
-                       adapter: tuple[str, str] | None = None) -> strategies.SpecPolicyFactory:
+                       adapter: tuple[str, str] | None = None) -> PolicyFactory:
         """The policy of a batch: greedy, or for a group's exploring attempt `attempt` sampled with its own seeds;
         with `adapter` (file, item id) a LoRA adapter is applied on the model."""
         threads = max(1, (os.cpu_count() or 2) // max(1, self.config.workers))
         temperature = self.config.group_temperature if attempt else 0.0
-        return strategies.SpecPolicyFactory(self.config.model, threads=threads, seed=self.config.seed + 1000 * attempt,
+        seed = self.config.seed + 1000 * attempt
+        if self.config.slots and self.config.model != "oracle":
+            if adapter is not None:  # the CLI refuses --slots with trained weights; a config file may not
+                raise InvalidInputError("batched decoding (slots) does not apply LoRA adapters; set slots to 0 "
+                                        "or leave weights_min_rows out")
+            return strategies.BatchedPolicyFactory(self.decoder(), seed=seed, temperature=temperature,
+                                                   lean=self.config.lean)
+        return strategies.SpecPolicyFactory(self.config.model, threads=threads, seed=seed,
                                             db_path=str(db_path), cache=self.cache, temperature=temperature,
                                             adapter=adapter[0] if adapter else None,
-                                            adapter_id=adapter[1] if adapter else None)
+                                            adapter_id=adapter[1] if adapter else None, lean=self.config.lean)
+
+    def decoder(self) -> Any:
+        """The run's batched decoder: one model, `slots` sequences (`lle.policies.batched`)."""
+        if self._decoder is None:
+            from lle.policies.batched import BatchedDecoder
+
+            self._decoder = BatchedDecoder.from_spec(self.config.model,
+                                                     slots=self.config.slots, seed=self.config.seed)
+        return self._decoder
 
     def served_adapter(self, db_path: Path) -> tuple[str, str] | None:
         """The weights carrier's active adapter in a strategy's store (file, item id), when weights are trained."""
@@ -171,7 +190,7 @@ class Flywheel:
             return run_many(
                 worlds, factory, store=db, workers=self.config.workers,
                 context_builder_factory=strategies.StrategyBuilderFactory(strategy, str(db_path), self.model_path,
-                                                                         self.cache),
+                                                                         self.cache, lean=self.config.lean),
                 skills_factory=skills,
                 world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
                 backend=self.backend(),
@@ -182,7 +201,12 @@ class Flywheel:
             )
 
     def backend(self) -> Backend | str:
-        """Where the run's episodes run: the process pool, or Ray tasks (a local cluster or `ray_address`)."""
+        """Where the run's episodes run: the process pool, threads of this process around one batched decoder
+        (`slots`), or Ray tasks (a local cluster or `ray_address`)."""
+        if self.config.slots and self.config.model != "oracle":
+            from lle.runtime.threaded import ThreadBackend
+
+            return ThreadBackend(self.config.slots)
         if self.config.executor != "ray":
             return "local"
         from lle.runtime.ray_executor import RayBackend
@@ -314,6 +338,14 @@ class Flywheel:
                     book.decide(item.id, list(zip(before, after, strict=True)))
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            if self._decoder is not None:
+                self._decoder.close()
+                self._decoder = None
+
+    def _run(self) -> None:
         self.phase("none", strategy_db(self.folder, "baseline"), "r0/eval", self.eval_worlds)
         for strategy in self.config.strategies:
             if strategy == "none":

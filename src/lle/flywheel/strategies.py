@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,14 +56,24 @@ class WorkerCache:
     own (a store connection must not cross processes)."""
 
     def __init__(self) -> None:
-        self.stores: dict[str, Store] = {}
+        # Per thread: episodes in threads (batched decoding) must not use one connection at once; a pool
+        # worker has the one thread. A thread's stores go (and close) with it.
+        self._local = threading.local()
         self.policies: dict[str, Policy] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.stores, self.policies = {}, {}
+        self._local, self.policies = threading.local(), {}
+
+    @property
+    def stores(self) -> dict[str, Store]:
+        """This thread's open stores, by path."""
+        if not hasattr(self._local, "stores"):
+            self._local.stores = {}
+        stores: dict[str, Store] = self._local.stores
+        return stores
 
     def store(self, db_path: str) -> Store:
         if db_path not in self.stores:
@@ -126,6 +137,8 @@ class StrategyBuilderFactory:
     db_path: str
     model_path: str | None = None
     cache: WorkerCache = field(default_factory=WorkerCache, compare=False, repr=False)
+    lean: bool = False
+    """The output format shows the lean action the run's policy decodes."""
 
     def __call__(self) -> Any:
         from lle.context.builder import BudgetedContextBuilder
@@ -136,7 +149,7 @@ class StrategyBuilderFactory:
 
             count = load_token_counter(self.model_path)
         retrieve = Retriever(self.strategy, self.db_path, self.cache) if self.strategy != "none" else None
-        return BudgetedContextBuilder(count_tokens=count, retrieve=retrieve)
+        return BudgetedContextBuilder(count_tokens=count, retrieve=retrieve, lean=self.lean)
 
 
 @dataclass(frozen=True)
@@ -175,6 +188,8 @@ class SpecPolicyFactory:
     adapter_id: str | None = None
     """The adapter's carrier item id, recorded on each experience that ran with it."""
     cache: WorkerCache = field(default_factory=WorkerCache, compare=False, repr=False)
+    lean: bool = False
+    """Decode lean actions (`lle.actions.lean_schema`)."""
 
     def __call__(self, small_world: SmallWorld) -> Policy:
         if self.spec == "oracle":  # the toy world's solver: tests the machinery, never a learner
@@ -196,6 +211,7 @@ class SpecPolicyFactory:
 
             os.environ.setdefault("LLE_THREADS", str(self.threads))
             extra: dict[str, Any] = {"lora_path": self.adapter, "adapter_id": self.adapter_id} if self.adapter else {}
+            extra |= {"lean": True} if self.lean else {}
             self.cache.policies[key] = make_policy(self.spec, temperature=0.0, seed=self.seed, **extra)
         policy = self.cache.policies[key]
         # One model per process serves every attempt: a worker runs one episode at a time, so the sampling
@@ -203,6 +219,22 @@ class SpecPolicyFactory:
         if hasattr(policy, "temperature") and hasattr(policy, "seed"):
             policy.temperature = self.temperature
             policy.seed = self.seed if self.temperature == 0 else self.seed + stable_seed(small_world.id)
+        return policy
+
+
+@dataclass(frozen=True)
+class BatchedPolicyFactory:
+    """A `BatchedPolicy` per episode on the run's one `BatchedDecoder` (episodes in threads: nothing is
+    pickled); greedy, or sampled with a seed of its own per small world, as `SpecPolicyFactory` does."""
+
+    decoder: Any
+    seed: int = 0
+    temperature: float = 0.0
+    lean: bool = False
+
+    def __call__(self, small_world: SmallWorld) -> Policy:
+        seed = self.seed if self.temperature == 0 else self.seed + stable_seed(small_world.id)
+        policy: Policy = self.decoder.policy(small_world, temperature=self.temperature, seed=seed, lean=self.lean)
         return policy
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from lle.actions import parse_action
+from lle.actions import from_lean, lean_schema, parse_action
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, PolicyBackendError
 from lle.policies.batched_records import Decoded, DecodeStats, Request, common_prefix
@@ -197,12 +197,12 @@ class BatchedDecoder:
     def prompt_of(self, messages: list[dict[str, str]]) -> str:
         return self._render(messages) if self._render is not None else messages_text(messages)
 
-    def grammar_text(self, schema: dict[str, Any], max_text_chars: int | None) -> str:
-        """The GBNF text of `schema` (cached), refused like `LlamaPolicy.grammar_for` refuses it."""
-        key = json.dumps([schema, max_text_chars], sort_keys=True)
+    def grammar_text(self, schema: dict[str, Any], max_text_chars: int | None, lean: bool = False) -> str:
+        """The GBNF text of `schema` (cached; its lean form with `lean`), refused like `LlamaPolicy.grammar_for`."""
+        key = json.dumps([schema, max_text_chars, lean], sort_keys=True)
         if key not in self._grammars:
             try:
-                text = gbnf_of(decoding_schema(schema, max_text_chars))
+                text = gbnf_of(decoding_schema(lean_schema(schema) if lean else schema, max_text_chars), compact=lean)
                 _llama_cpp().LlamaGrammar.from_string(text, verbose=False)  # parses: a bad grammar fails here
             except Exception as err:
                 raise InvalidInputError(
@@ -475,7 +475,7 @@ class BatchedPolicy:
 
     def __init__(self, decoder: BatchedDecoder, *, temperature: float = 0.0, seed: int = 0, max_tokens: int = 256,
                  max_text_chars: int | None = None, repeat_penalty: float = 1.1, retries: int = 1,
-                 reuse_prefix: bool = True) -> None:
+                 reuse_prefix: bool = True, lean: bool = False) -> None:
         self.decoder = decoder
         self.model_id = decoder.model_id
         self.sha256 = decoder.sha256
@@ -486,6 +486,7 @@ class BatchedPolicy:
         self.repeat_penalty = repeat_penalty
         self.retries = max(retries, 0)
         self.reuse_prefix = reuse_prefix
+        self.lean = lean
         self._slot: int | None = None
         # `lle episodes resume` rebuilds the policy from this: the same model, greedy, decodes the same actions.
         self.spec = decoder.spec
@@ -496,7 +497,16 @@ class BatchedPolicy:
             "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens,
             "n_ctx": self.decoder.n_ctx, "repeat_penalty": self.repeat_penalty,
             "max_text_chars": self.max_text_chars, "reuse_prefix": self.reuse_prefix, "decode": "batched",
-        })
+        } | ({"lean": True} if self.lean else {}))
+
+    @property
+    def n_ctx(self) -> int:
+        """The window of one episode (its slot): `for_policy` sizes the context budget from it."""
+        return self.decoder.n_ctx
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` in the decoder's tokenizer (for `for_policy`'s budgeted context)."""
+        return len(self.decoder.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def _decode(self, tokens: list[int], grammar: str, attempt: int) -> Decoded:
         temperature = self.temperature if attempt == 0 else max(self.temperature, 0.7)
@@ -517,7 +527,7 @@ class BatchedPolicy:
 
     def act(self, context: Context) -> tuple[ActionRequest, LLMCall]:
         schema = dict(context.action_schema)
-        grammar = self.decoder.grammar_text(schema, self.max_text_chars)
+        grammar = self.decoder.grammar_text(schema, self.max_text_chars, self.lean)
         messages = [{"role": m.role, "content": m.content} for m in context.messages]
         prompt = self.decoder.prompt_of(messages)
         tokens = self.decoder.tokenize(prompt)
@@ -530,7 +540,8 @@ class BatchedPolicy:
             prompt_tokens += out.prompt_tokens
             completion_tokens += out.completion_tokens
             try:
-                request = parse_action(schema, json.loads(out.text))
+                document = json.loads(out.text)
+                request = parse_action(schema, from_lean(document) if self.lean else document)
             except (ValueError, InvalidInputError) as err:
                 cut = " (cut at max_tokens)" if out.finish_reason == "length" else ""
                 problem = f"{err}{cut}; output ended {out.text[-120:]!r}"

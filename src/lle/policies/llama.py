@@ -15,6 +15,10 @@ evaluated incrementally gives logits a rounding error apart from one evaluated i
 temperature 0 the same context can, rarely, decode differently depending on what was evaluated
 before; `reuse_prefix=False` makes each call depend on its context alone.
 
+With `lean`, the action is decoded under `lle.actions.lean_schema` (short keys) in a grammar without
+whitespace between JSON tokens (`gbnf_of(compact=True)`), and mapped back (`from_lean`) to the same
+`ActionRequest`: fewer generated tokens a step; the completion recorded is the lean text.
+
 Each `LLMCall` records its prompt: the text the GGUF's chat template renders from the messages (the
 formatter llama-cpp-python uses, built alike: see `chat_renderer`), or, for a model whose format is
 one of llama-cpp-python's built-in ones, the messages as canonical JSON (`lle.policies.prompt`).
@@ -31,12 +35,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lle.actions import parse_action
+from lle.actions import from_lean, lean_schema, parse_action
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, ModelError, PolicyBackendError
 from lle.policies.prompt import messages_text
 
 DEFAULT_THREADS = 2
+_LOAD_LOCK = threading.Lock()
+"""Loads silence the process's stdout/stderr file descriptors (dup2 away and back): two threads loading at
+once (episode threads each counting tokens, `lle run --slots`) would restore each other's silenced
+descriptors, and the process would print nothing more."""
 
 def _llama_cpp() -> Any:
     try:
@@ -70,7 +78,7 @@ def _load(path: Path, **kwargs: Any) -> Any:
     try:
         # verbose=False still lets llama.cpp print context warnings (vocab-only loads warn about
         # n_ctx_train); silence its file descriptors while loading, errors still raise.
-        with llama_cpp._utils.suppress_stdout_stderr(disable=False):
+        with _LOAD_LOCK, llama_cpp._utils.suppress_stdout_stderr(disable=False):
             return llama_cpp.Llama(model_path=str(path), verbose=False, **kwargs)
     except (ValueError, RuntimeError, OSError) as err:
         raise ModelError(
@@ -152,14 +160,27 @@ the grammar, not the model. The rule below is llama.cpp's own (C++ converter): n
 STRICT_JSON_CHAR_RULE = r'char ::= [^"\\\x7F\x00-\x1F] |'
 
 
-def gbnf_of(schema: dict[str, Any]) -> str:
-    """The GBNF grammar of `schema`, whose strings hold only what a strict JSON parser accepts."""
+SPACE_RULE = 'space ::= " "?'
+"""The converter's one whitespace rule, used after every JSON token: an optional space."""
+NO_SPACE_RULE = 'space ::= ""'
+"""A lean action's: no whitespace between JSON tokens, so no generated token is spent on layout."""
+
+
+def gbnf_of(schema: dict[str, Any], *, compact: bool = False) -> str:
+    """The GBNF grammar of `schema`, whose strings hold only what a strict JSON parser accepts; with
+    `compact`, one that allows no whitespace between JSON tokens (spaces inside strings stay)."""
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     grammar: str = json_schema_to_gbnf(json.dumps(schema))
     if JSON_CHAR_RULE not in grammar and "string ::=" in grammar:
         raise InvalidInputError("llama-cpp-python's JSON string rule changed; update lle.policies.llama.gbnf_of")
-    return grammar.replace(JSON_CHAR_RULE, STRICT_JSON_CHAR_RULE)
+    grammar = grammar.replace(JSON_CHAR_RULE, STRICT_JSON_CHAR_RULE)
+    if compact:
+        lines = grammar.splitlines()
+        if SPACE_RULE not in lines:  # else a "lean" decode would silently allow spaces
+            raise InvalidInputError("llama-cpp-python's JSON space rule changed; update lle.policies.llama.gbnf_of")
+        grammar = "\n".join(NO_SPACE_RULE if line == SPACE_RULE else line for line in lines) + "\n"
+    return grammar
 
 
 class LlamaPolicy:
@@ -183,6 +204,7 @@ class LlamaPolicy:
         reuse_prefix: bool = True,
         lora_path: str | Path | None = None,
         adapter_id: str | None = None,
+        lean: bool = False,
     ) -> None:
         self.model_path = Path(model_path)
         self.model_id = model_id or self.model_path.name
@@ -197,6 +219,8 @@ class LlamaPolicy:
         self.logprobs = logprobs
         self.retries = max(retries, 0)
         self.reuse_prefix = reuse_prefix
+        self.lean = lean
+        """Decode lean actions (`lle.actions.lean_schema`: short keys, no whitespace); the same `ActionRequest`."""
         self._lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
         # A LoRA adapter (GGUF, `lle.train`) is applied on the base at load; `adapter_id` names it on every
@@ -216,7 +240,7 @@ class LlamaPolicy:
             "temperature": self.temperature, "seed": self.seed, "max_tokens": self.max_tokens, "n_ctx": self.n_ctx,
             "repeat_penalty": self.repeat_penalty, "max_text_chars": self.max_text_chars,
             "reuse_prefix": self.reuse_prefix,
-        } | ({"adapter": self.adapter_id} if self.adapter_id else {}))
+        } | ({"adapter": self.adapter_id} if self.adapter_id else {}) | ({"lean": True} if self.lean else {}))
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` in this model's tokenizer (for `BudgetedContextBuilder(count_tokens=…)`)."""
@@ -229,11 +253,12 @@ class LlamaPolicy:
         llama-cpp-python, except that there a schema the converter cannot handle silently falls
         back to free-form JSON; here it is an error, so "decoded under the schema" always holds.
         """
-        key = json.dumps(schema, sort_keys=True)
+        key = json.dumps([schema, self.lean], sort_keys=True)
         if key not in self._grammars:
-            decode = decoding_schema(schema, self.max_text_chars)
+            decode = decoding_schema(lean_schema(schema) if self.lean else schema, self.max_text_chars)
             try:
-                self._grammars[key] = _llama_cpp().LlamaGrammar.from_string(gbnf_of(decode), verbose=False)
+                grammar = gbnf_of(decode, compact=self.lean)
+                self._grammars[key] = _llama_cpp().LlamaGrammar.from_string(grammar, verbose=False)
             except Exception as err:  # the converter raises bare Exceptions / ValueErrors on unsupported keywords
                 raise InvalidInputError(
                     f"the action schema cannot be turned into a decoding grammar: {err}; simplify the tool's "
@@ -299,7 +324,8 @@ class LlamaPolicy:
                 completion_tokens += int(usage.get("completion_tokens", 0))
                 text = choice["message"].get("content") or ""
                 try:
-                    request = parse_action(schema, json.loads(text))
+                    document = json.loads(text)
+                    request = parse_action(schema, from_lean(document) if self.lean else document)
                 except (ValueError, InvalidInputError) as err:
                     cut = " (cut at max_tokens)" if choice.get("finish_reason") == "length" else ""
                     problem = f"{err}{cut}; output ended {text[-120:]!r}"
