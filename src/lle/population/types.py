@@ -82,6 +82,8 @@ class Message(Record):
     """Experiences it is about."""
     skill_ids: list[str] = Field(default_factory=list)
     """Skill items it is about (in the stores of the agents named by the intent)."""
+    item_ids: list[str] = Field(default_factory=list)
+    """Rule and memory items it is about (`lle.population.notes`), as `skill_ids` are for skills."""
     evidence_ids: list[str] = Field(default_factory=list)
     """Evidence it rests on."""
     payload: dict[str, JsonValue] = Field(default_factory=dict)
@@ -130,7 +132,7 @@ class AgentConfig(Record):
     """First train seed of the small worlds its own skill replays use (explorers share the round's tasks)."""
 
 
-Shareable = Literal["skills"]
+Shareable = Literal["skills", "rules", "lessons"]
 
 
 class PopulationConfig(Record):
@@ -153,7 +155,11 @@ class PopulationConfig(Record):
     replay: int = Field(default=4, ge=1)
     """Train small worlds of an importer's own replay gate for a shared skill (from its `train_start`)."""
     shared: list[Shareable] = Field(default_factory=lambda: list[Shareable](["skills"]))
-    """What crosses agents (explicitly): only `skills` for now; [] shares nothing."""
+    """What crosses agents (explicitly): `skills`, `rules` (active project rules), `lessons` (memories' lessons);
+    [] shares nothing."""
+    actor: str | None = None
+    """The explorer `lle run --population` evaluates on held-out tasks (greedy, with the pooled carriers); None:
+    the first explorer."""
     agents: list[AgentConfig] = Field(min_length=1)
     """The agents (`[[agents]]`)."""
 
@@ -165,7 +171,15 @@ class PopulationConfig(Record):
             raise ValueError(f"agent {twice[0]!r} is listed twice; give each agent its own name")
         if not any(a.role is Role.explorer for a in self.agents):
             raise ValueError("no agent is an explorer; give at least one agent role = \"explorer\"")
+        if self.actor is not None and self.actor not in {a.name for a in self.explorers}:
+            raise ValueError(f"actor {self.actor!r} is not one of the explorers; name one of "
+                             f"{', '.join(a.name for a in self.explorers)}")
         return self
+
+    @property
+    def acting(self) -> AgentConfig:
+        """The explorer evaluated on held-out tasks: `actor`, else the first explorer."""
+        return self.agent(self.actor) if self.actor else self.explorers[0]
 
     def agent(self, name: str) -> AgentConfig:
         for agent in self.agents:
