@@ -33,17 +33,21 @@ class Intent(StrEnum):
     """What a message asks for or reports; each intent fixes what its payload holds."""
 
     judge = "judge"
-    """Ask a validator to judge a candidate (payload: `kind` and the candidate's `content`)."""
+    """Ask a validator to judge a candidate (payload: `kind` — skill, rule, lesson —, `scope`, and a skill's
+    `descriptor` or a note's `text`)."""
     verdict = "verdict"
     """A validator's answer (payload: `decision` and the model_judge `evidence`); `reply_to` the judge message."""
     share = "share"
-    """A skill offered to the others (payload: `descriptor`; skill_ids: the source item)."""
+    """A skill offered to the others (payload: `descriptor`; skill_ids: the source item), or a rule or lesson
+    (payload: `kind`, `scope`, `text`; item_ids: the source item)."""
     adopted = "adopted"
-    """The sender's own replay gate activated a shared skill (skill_ids: source, copy); `reply_to` the share."""
+    """The sender took a shared item behind its own gate (skill_ids or item_ids: source, copy; payload: `state`:
+    a skill's replay activated it, a rule copy waits as a candidate, a lesson copy is active); `reply_to` the
+    share."""
     declined = "declined"
-    """The sender's replay gate did not activate it (payload: `state`, `reasons`); `reply_to` the share."""
+    """The sender's own gate did not take it (payload: `state`, `reasons`); `reply_to` the share."""
     revoked = "revoked"
-    """A source skill was revoked (payload: `reason`; skill_ids: the source, then each copy revoked with it)."""
+    """A source item was revoked (payload: `reason`; skill_ids: the source, then each copy revoked with it)."""
     solved = "solved"
     """An explorer solved a train task (experience_ids: the episode; payload: `small_world`)."""
 
