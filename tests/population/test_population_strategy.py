@@ -84,3 +84,43 @@ def test_a_resumed_population_run_plays_nothing_again(population_run: tuple[Path
     loop.Flywheel(loop.load_config(config.id, workspace), workspace).run()
     with Store(loop.strategy_db(folder, "population")) as db:
         assert db.count("experiences") == before
+
+
+SMOL = """
+name = "smol-duo"
+world = "math/arith-v1"
+level = 0
+budget = 4
+
+[[agents]]
+name = "cold"
+model = "smollm2-135m"
+
+[[agents]]
+name = "warm"
+model = "smollm2-135m"
+temperature = 0.8
+seed = 2
+"""
+
+
+@pytest.mark.slow
+def test_the_population_strategy_runs_on_the_embedded_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("llama_cpp", reason="the llama extra is not installed (make test installs it)")
+    monkeypatch.setenv("LLE_THREADS", "1")  # two threads spin-wait on a busy machine (tests/policies/conftest.py)
+    file = tmp_path / "smol.toml"
+    file.write_text(SMOL)
+    suite = Path(__file__).resolve().parents[2] / "examples" / "suites" / "arith-easy.toml"
+    config = RunConfig.model_validate({"suite": str(suite), "model": "smollm2-135m", "rounds": 1,
+                                       "strategies": ["none", "population"], "train_per_round": 1, "eval_tasks": 1,
+                                       "workers": 1, "group_size": 1, "max_steps": 2, "population": str(file)})
+    loop.Flywheel(config, tmp_path / "ws").run()
+    folder = loop.run_folder(config.id, tmp_path / "ws")
+    with Store(loop.strategy_db(folder, "population")) as db:
+        rows = list(db.conn.execute("SELECT batch, id FROM episodes"))
+        by_batch = {str(b).split("/", 2)[2]: db.get_experience(str(i)) for b, i in rows}
+    assert set(by_batch) == {"r1/train/cold", "r1/train/warm", "r1/eval"}
+    # Both explorers and the acting agent ran the embedded model; the eval is greedy.
+    assert all(s.llm is not None and "smollm2" in s.llm.model.lower() for e in by_batch.values() for s in e.steps)
+    [verdict] = paired_verdicts(folder, config)
+    assert (verdict.strategy, verdict.baseline, verdict.n) == ("population", "none", 1)
