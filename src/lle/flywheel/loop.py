@@ -41,7 +41,6 @@ MAX_RECIPE_REPLAYS = 1
 """Candidate context recipes replayed per round (the same cost each)."""
 
 
-
 def _population(config: RunConfig, folder: Path) -> strategies.StrategyPlugin:
     from lle.population.strategy import PopulationStrategy  # its floor's other package, imported on use
 
