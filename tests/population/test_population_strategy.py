@@ -13,6 +13,7 @@ from lle.core import Split
 from lle.flywheel import loop, report
 from lle.flywheel.evaluate import paired_verdicts, table
 from lle.store import Store
+from lle.store.episodes import batch_episodes
 
 TOY = """
 name = "toy-duo"
@@ -41,7 +42,7 @@ def population_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunC
     file.write_text(TOY)
     config = RunConfig.model_validate({"suite": "toy", "model": "oracle", "strategies": ["none", "population"],
                                        "rounds": 1, "train_per_round": 3, "eval_tasks": 3, "workers": 1,
-                                       "group_size": 1, "population": str(file)})
+                                       "group_size": 1, "population": str(file), "levers": {"stuck": "mask"}})
     loop.Flywheel(config, workspace).run()
     return workspace, config
 
@@ -73,6 +74,11 @@ def test_the_population_strategy_pools_explorers_and_is_paired_with_none(
     assert json.loads((folder / "population.json").read_text())["actor"] == "b"
     summary = json.loads((folder / "population" / "reports" / "r1.json").read_text())
     assert summary["pass_at_population"] == 3 and set(summary["per_agent"]) == {"a", "b"}
+    # a sets no levers: it starts from the run's, like every strategy; b runs under its own, train and held-out.
+    with Store(loop.strategy_db(folder, "population")) as db:
+        stuck = {label: {r.levers.stuck for r in batch_episodes(db, f"{config.id}/population/{label}").values()}
+                 for label in ("r1/train/a", "r1/train/b", "r1/eval")}
+    assert stuck == {"r1/train/a": {"mask"}, "r1/train/b": {"note"}, "r1/eval": {"note"}}
 
 
 def test_a_resumed_population_run_plays_nothing_again(population_run: tuple[Path, RunConfig]) -> None:

@@ -9,6 +9,9 @@
     evaluation: the acting agent (`actor`, else the first explorer), greedy, on the run's held-out tasks,
                 with the pooled carriers and its own levers
 
+An agent whose file sets no `[agents.levers]` runs under the run's levers (`--levers`), which every
+strategy starts from; one that sets them runs under its own (its context recipe).
+
 The population file gives the agents, the budget and the acting agent; the run decides the tasks (suite,
 rounds, train size, step limit), so `population` is paired with `none` on exactly the same held-out
 tasks. Its snapshot (`runs/RUN/population.json`) is what a resumed run uses. Validators and skill sharing
@@ -36,8 +39,12 @@ SNAPSHOT = "population.json"
 class PopulationStrategy:
     """A population's explorers as one strategy of a flywheel run."""
 
-    def __init__(self, config: PopulationConfig, root: Path) -> None:
-        self.config, self.root = config, root
+    def __init__(self, config: PopulationConfig, root: Path, base: Levers | None = None) -> None:
+        self.config, self.root, self.base = config, root, base or Levers()
+
+    def levers(self, agent: AgentConfig) -> Levers:
+        """The agent's own levers when its file sets them, else the run's (so `none` and it start alike)."""
+        return agent.levers if "levers" in agent.model_fields_set else self.base
 
     @classmethod
     def for_run(cls, run: RunConfig, folder: Path) -> PopulationStrategy:
@@ -51,9 +58,10 @@ class PopulationStrategy:
         else:
             config = load_population(run.population)
             tmp = snapshot.with_suffix(".tmp")
-            tmp.write_text(config.model_dump_json(indent=2), encoding="utf-8")
+            # Unset keys stay unset in the snapshot: an agent without levers keeps taking the run's on resume.
+            tmp.write_text(config.model_dump_json(indent=2, exclude_unset=True), encoding="utf-8")
             tmp.replace(snapshot)
-        return cls(config, folder / "population")
+        return cls(config, folder / "population", run.levers)
 
     @property
     def actor(self) -> AgentConfig:
@@ -65,7 +73,7 @@ class PopulationStrategy:
         return AgentPolicyFactory(greedy, db_path=str(db_path), cache=flywheel.cache, seed_offset=flywheel.config.seed)
 
     def eval_levers(self) -> Levers:
-        return self.actor.levers
+        return self.levers(self.actor)
 
     def train(self, flywheel: Any, db_path: Path, round_: int, worlds: list[SmallWorld]) -> list[list[Experience]]:
         played: dict[str, Experience] = {}
@@ -76,7 +84,7 @@ class PopulationStrategy:
                                          seed_offset=flywheel.config.seed + attempt * SEED_STRIDE)
             label = f"r{round_}/train/{agent.name}" + (f"/a{attempt}" if attempt else "")
             found: list[Experience] = flywheel.phase("population", db_path, label, [sw], policy=factory,
-                                                     levers=agent.levers, serial=True)
+                                                     levers=self.levers(agent), serial=True)
             exp = found[0]
             played[exp.id] = exp
             return exp
