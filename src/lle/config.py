@@ -9,13 +9,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from lle.core import PERSISTED_TYPES as CORE_TYPES
 from lle.core import Record, new_id, utcnow
 
+Strategy = Literal["none", "raw", "reflect", "lle", "population"]
+"""What a run may do with experience (`lle.flywheel.strategies`); `population` needs `RunConfig.population`."""
 
-def _default_strategies() -> list[Literal["none", "raw", "reflect", "lle"]]:
+
+def _default_strategies() -> list[Strategy]:
     return ["lle"]
 
 
@@ -54,9 +57,12 @@ class RunConfig(Record):
     """Which worlds small worlds are drawn from (`lle.flywheel.suite`)."""
     model: str = "smollm2-135m"
     """Policy: a catalog model, a .gguf path, `openai:NAME`, or `oracle` (the toy world's solver, for tests)."""
-    strategies: list[Literal["none", "raw", "reflect", "lle"]] = Field(default_factory=lambda: _default_strategies())
-    """What is done with experience: nothing, every raw log, self-written lessons with no gates, or governed
-    routing."""
+    strategies: list[Strategy] = Field(default_factory=lambda: _default_strategies())
+    """What is done with experience: nothing, every raw log, self-written lessons with no gates, governed
+    routing, or a population's explorers pooled through the router (`population`)."""
+    population: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The population file (absolute path) of the `population` strategy; the run keeps a snapshot of it
+    (`runs/RUN/population.json`), so a resumed run uses the agents it started with. None: no population."""
     rounds: int = Field(default=2, ge=1)
     """Train-then-evaluate rounds after round 0."""
     train_per_round: int = Field(default=8, ge=1)
@@ -109,6 +115,12 @@ class RunConfig(Record):
     """Lean actions (`lle.actions.lean_schema`): short keys and no whitespace in the decoded JSON."""
     created_at: datetime = Field(default_factory=utcnow)
     """When the run was started."""
+
+    @model_validator(mode="after")
+    def _population(self) -> RunConfig:
+        if "population" in self.strategies and self.population is None:
+            raise ValueError("the population strategy needs a population file (lle run --population FILE)")
+        return self
 
 
 PERSISTED_TYPES: dict[str, type[Record]] = {**CORE_TYPES, "RunConfig": RunConfig}

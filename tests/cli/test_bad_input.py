@@ -172,6 +172,23 @@ def test_an_unknown_suite_or_model_creates_no_run(workspace: Path) -> None:
     assert files(workspace) == before and not (workspace / "runs").exists()
 
 
+def test_a_bad_population_file_creates_no_run(workspace: Path, tmp_path: Path) -> None:
+    before = files(workspace)
+    good = 'name = "duo"\nworld = "toy/keys-v1"\n\n[[agents]]\nname = "a"\nmodel = "oracle"\n'
+    bad = tmp_path / "bad.toml"
+    bad.write_text(good.replace('model = "oracle"', "temperature = \"hot\""))
+    toy = ("run", "--suite", "toy", "--model", "oracle")
+    assert_one_line_error(lle(workspace, *toy, "--population", str(bad)), str(bad), "agents[0] (a).temperature")
+    bad.write_text(good + 'actor = "zed"\n')  # after [[agents]]: a key of the agent, which has none such
+    assert_one_line_error(lle(workspace, *toy, "--compare", "--population", str(bad)), str(bad), "actor")
+    bad.write_text(good.replace('name = "duo"', 'name = "duo"\nactor = "zed"'))
+    assert_one_line_error(lle(workspace, *toy, "--population", str(bad)), str(bad), "actor", "'zed'")
+    assert_one_line_error(lle(workspace, *toy, "--population", str(tmp_path / "none.toml")), "none.toml",
+                          "does not exist")
+    assert_one_line_error(lle(workspace, *toy, "--strategy", "population"), "--population FILE")
+    assert files(workspace) == before and not (workspace / "runs").exists()
+
+
 def test_revoking_a_world_that_does_not_exist_is_refused(workspace: Path) -> None:
     before = files(workspace)
     assert_one_line_error(lle(workspace, "revoke", "world:nope", "--reason", "typo"), "'nope'", "lle worlds list")

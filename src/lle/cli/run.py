@@ -21,7 +21,7 @@ from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
 from lle.flywheel import suite as suites
 from lle.flywheel.evaluate import paired_verdicts, table, verdicts_by_world
-from lle.flywheel.strategies import STRATEGIES, check_strategy
+from lle.flywheel.strategies import STRATEGIES, WITH_INPUT, check_strategy
 from lle.policies import doctor
 
 # Bounds of the numeric options: past them a run would not end in any useful time (drawing a billion
@@ -129,8 +129,14 @@ def run(
     base_url: str | None = typer.Option(None, "--base-url", help="Server of an openai:NAME model (or LLE_BASE_URL)."),
     timeout: float | None = typer.Option(None, "--timeout", envvar="LLE_TIMEOUT", min=1, max=3600,
                                          help="Seconds an openai:NAME server may take per request (default 30)."),
-    strategy: str = typer.Option("lle", "--strategy", help=f"One of {', '.join(STRATEGIES)}."),
-    compare: bool = typer.Option(False, "--compare", help="Run none, raw, reflect and lle side by side."),
+    strategy: str | None = typer.Option(None, "--strategy", help=f"One of {', '.join(STRATEGIES)}, or population "
+                                        "(needs --population); default lle, population with --population."),
+    compare: bool = typer.Option(False, "--compare", help="Run none, raw, reflect and lle side by side (and "
+                                 "population when --population is given)."),
+    population: Path | None = typer.Option(None, "--population", metavar="FILE.toml", help="A population file "
+                                           "(docs/95): its explorers play each round's train tasks and pool what "
+                                           "they verify through the router; its acting agent is evaluated as the "
+                                           "population strategy. Without it --compare runs no population."),
     rounds: int = typer.Option(2, "--rounds", min=1, max=MAX_ROUNDS),
     train: int | None = typer.Option(None, "--train", min=1, max=MAX_TASKS, help="Train small worlds per round "
                                      "(default: the suite's)."),
@@ -173,7 +179,17 @@ def run(
         check_batching(model, slots=slots, lean=lean, executor=executor, weights_min_rows=weights_min_rows)
         if scenario not in (None, "poison"):
             raise InvalidInputError(f"--scenario {scenario!r} is unknown; the one scenario is poison")
-        chosen = list(STRATEGIES) if compare else [check_strategy(strategy)]
+        strategy = check_strategy(strategy or ("population" if population else "lle"))
+        if population is None and strategy in WITH_INPUT:
+            raise InvalidInputError(f"--strategy {strategy} needs {WITH_INPUT[strategy]}; see docs/95-population.md")
+        if population is not None and not compare and strategy != "population":
+            raise InvalidInputError(f"--population runs the population strategy; drop --strategy {strategy}, or add "
+                                    "--compare to run it beside the others")
+        chosen = [*STRATEGIES, *(["population"] if population else [])] if compare else [strategy]
+        if population is not None:
+            from lle.population.config import load_population
+
+            load_population(population)  # a bad file is one line naming it and the key, before any run folder
         suite = suite or ("easy" if quick else "starter")
         chosen_suite = suites.load_suite(suite)  # a bad file is one line before any run folder exists
         if quick:
@@ -185,7 +201,8 @@ def run(
                            eval_tasks=eval_tasks or chosen_suite.eval_tasks, workers=workers, max_steps=max_steps,
                            seed=seed, scenario=scenario, group_size=group or 4, curriculum=curriculum,
                            levers=parse_levers(levers), executor=executor, ray_address=ray_address,
-                           weights_min_rows=weights_min_rows, slots=slots, lean=lean)
+                           weights_min_rows=weights_min_rows, slots=slots, lean=lean,
+                           population=str(population.resolve()) if population else None)
     if config.weights_min_rows is not None:
         if config.model == "oracle" or config.model.startswith("openai:"):
             raise InvalidInputError(f"--weights-min-rows trains a LoRA on a local GGUF model, not {config.model}; "

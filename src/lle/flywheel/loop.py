@@ -31,7 +31,7 @@ from lle.evidence import VerificationBudget, assess_experience
 from lle.flywheel import curriculum, poison, strategies, suite, weights
 from lle.flywheel.paths import strategy_db as strategy_db  # re-exported: callers know it as loop.strategy_db
 from lle.runtime.harness import stop_of
-from lle.runtime.parallel import Backend, PolicyFactory, run_many
+from lle.runtime.parallel import Backend, LocalBackend, PolicyFactory, run_many
 from lle.store import Store
 from lle.store import flywheel as flywheel_store
 from lle.workspace import resolve
@@ -40,6 +40,16 @@ MAX_SKILL_REPLAYS = 2
 """Candidate skills replayed per round: each costs 2 x `skills_min_pairs` train episodes."""
 MAX_RECIPE_REPLAYS = 1
 """Candidate context recipes replayed per round (the same cost each)."""
+
+
+def _population(config: RunConfig, folder: Path) -> strategies.StrategyPlugin:
+    from lle.population.strategy import PopulationStrategy  # its floor's other package, imported on use
+
+    return PopulationStrategy.for_run(config, folder)
+
+
+PLUGINS: dict[str, Callable[[RunConfig, Path], strategies.StrategyPlugin]] = {"population": _population}
+"""Strategies that bring their own agents (`strategies.StrategyPlugin`), by name: built once per run."""
 
 OnEpisode = Callable[[str, Step], None]
 """Called after each committed step (phase label, step): the progress display counts episodes."""
@@ -111,6 +121,15 @@ class Flywheel:
         self._writer: object | None = None
         self._decoder: Any = None
         """The one `BatchedDecoder` of a run with `slots` (built at its first batch, closed at the end)."""
+        self._plugins: dict[str, strategies.StrategyPlugin] = {}
+
+    def plugin(self, strategy: str) -> strategies.StrategyPlugin | None:
+        """The strategy's own agents, when it brings them (`PLUGINS`); None for none, raw, reflect and lle."""
+        if strategy not in PLUGINS:
+            return None
+        if strategy not in self._plugins:
+            self._plugins[strategy] = PLUGINS[strategy](self.config, self.folder)
+        return self._plugins[strategy]
 
     def policy_factory(self, db_path: Path, attempt: int = 0,
                        adapter: tuple[str, str] | None = None) -> PolicyFactory:
@@ -151,12 +170,15 @@ class Flywheel:
 
     def phase(self, strategy: str, db_path: Path, label: str, small_worlds: list[SmallWorld],
               skills: strategies.SkillsOffer | None = None, levers: Levers | None = None,
-              attempt: int = 0, adapter: tuple[str, str] | None = None) -> list[Experience]:
+              attempt: int = 0, adapter: tuple[str, str] | None = None, policy: PolicyFactory | None = None,
+              serial: bool = False) -> list[Experience]:
         """One batch of episodes into `db_path`, assessed as they finish; resumable by its label.
 
         `lle` episodes are offered the library's active skills and run under their family's active
         context recipe (both frozen during the batch), unless `skills` or `levers` say otherwise (A/B
-        replays); other strategies run under the run's levers."""
+        replays); other strategies run under the run's levers. A plugin strategy's episodes run its own policy
+        and levers unless `policy` and `levers` say otherwise; `serial` runs them here, one after another (an
+        explorer's budget is checked between episodes, and its loaded model is reused)."""
         train = label.split("/")[1] == "train"  # a round's train batch or one of its group's attempts
         poisoned = self.config.scenario == "poison" and train
         options = {"wrapper": poison.WRAPPER_ID} if poisoned else {}
@@ -176,7 +198,11 @@ class Flywheel:
 
         if adapter is None and strategy == "lle":
             adapter = self.served_adapter(db_path)  # frozen for the batch, like its skills and recipe
-        factory: PolicyFactory = self.policy_factory(db_path, attempt, adapter)
+        plugin = self.plugin(strategy)
+        if policy is None and plugin is not None:
+            policy = plugin.eval_policy(self, db_path)
+            levers = levers or plugin.eval_levers()
+        factory: PolicyFactory = policy or self.policy_factory(db_path, attempt, adapter)
         if poisoned:  # the self-poisoning arm's agent stops short; the weak check it fools runs beside the others
             factory = poison.ArmPolicyFactory(factory)
 
@@ -193,7 +219,7 @@ class Flywheel:
                                                                          self.cache, lean=self.config.lean),
                 skills_factory=skills,
                 world_options=options, batch=f"{self.config.id}/{strategy}/{label}", on_commit=committed,
-                backend=self.backend(),
+                backend=LocalBackend(0) if serial else self.backend(),
                 assess=functools.partial(assess_experience,  # this store's cases (and a poisoned batch's weak check)
                                          extra=[CaseVerifier(db), *(poison.weak_checks() if poisoned else [])],
                                          budget=budget, purpose="dataset" if budget else "record"),
@@ -220,7 +246,7 @@ class Flywheel:
         with Store(db_path) as db:
             router = None
             for group in groups:
-                if strategy == "lle":
+                if strategy in strategies.GOVERNED:
                     if router is None:
                         from lle.router.router import UpdateRouter
 
@@ -356,7 +382,9 @@ class Flywheel:
             for round_ in range(1, self.config.rounds + 1):
                 worlds = suite.draw(self.suite, Split.train, self.config.train_per_round, seed=self.config.seed,
                                     round_=round_, max_steps=self.config.max_steps, levels=levels)
-                groups = self.train(strategy, db_path, round_, worlds)
+                plugin = self.plugin(strategy)
+                groups = (plugin.train(self, db_path, round_, worlds) if plugin is not None
+                          else self.train(strategy, db_path, round_, worlds))
                 attempts = [e for group in groups for e in group]
                 self.curriculum += curriculum.choices(strategy, round_, levels, moves, attempts)
                 curriculum.record(self.folder, self.curriculum)

@@ -1,5 +1,7 @@
 """What a strategy does with experience: `none` keeps nothing, `raw` keeps every log, `reflect` keeps the
-model's own lesson of each episode (a playbook with no gates, the Reflexion/ACE way), `lle` routes.
+model's own lesson of each episode (a playbook with no gates, the Reflexion/ACE way), `lle` routes, and
+`population` routes what a population's explorers found (`lle.population.strategy`, registered in
+`lle.flywheel.loop.PLUGINS`).
 
 Each strategy of a run has its own store (`runs/RUN/STRATEGY.db`), so what one learns can never
 leak into another's context. The context builder and the policy are built inside the episode
@@ -16,16 +18,22 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import JsonValue
 
+from lle.config import Levers
 from lle.core import CarrierItem, CarrierKind, Experience, Policy, Scope, ScopeLevel, SmallWorld, Update, UpdateOp
 from lle.errors import InvalidInputError
 from lle.governance import gates
 from lle.store import Store
 
 STRATEGIES = ("none", "raw", "reflect", "lle")
+"""The strategies `lle run --compare` runs side by side."""
+WITH_INPUT = {"population": "--population FILE"}
+"""Strategies that need an input of their own; they join a run only when it is given."""
+GOVERNED = ("lle", "population")
+"""Strategies whose train experiences go through the update router's gates (and whose retrieval is governed)."""
 RAW_K = 2
 LESSON_TOKENS = 64
 """What a `reflect` lesson may cost to write (one or two sentences)."""
@@ -33,9 +41,27 @@ LLE_K = 3
 
 
 def check_strategy(name: str) -> str:
-    if name not in STRATEGIES:
-        raise InvalidInputError(f"no strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+    if name not in STRATEGIES and name not in WITH_INPUT:
+        raise InvalidInputError(f"no strategy {name!r}; choose from {', '.join([*STRATEGIES, *WITH_INPUT])}")
     return name
+
+
+class StrategyPlugin(Protocol):
+    """A strategy that brings its own agents. It plays a round's train small worlds its way and names the
+    policy and levers evaluated on the held-out tasks; the loop routes its groups, moves its curriculum and
+    evaluates it like any other strategy (so held-out tasks reach it only as evaluation)."""
+
+    def train(self, flywheel: Any, db_path: Path, round_: int, worlds: list[SmallWorld]) -> list[list[Experience]]:
+        """The round's train groups (the attempts at each small world, in draw order), stored in `db_path`."""
+        ...
+
+    def eval_policy(self, flywheel: Any, db_path: Path) -> Any:
+        """The policy factory (`runtime.parallel.PolicyFactory`) of held-out episodes: greedy, frozen."""
+        ...
+
+    def eval_levers(self) -> Levers:
+        """The harness levers of held-out episodes."""
+        ...
 
 
 # --- what the policy sees ------------------------------------------------------------------------

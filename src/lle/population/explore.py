@@ -11,13 +11,16 @@ episodes once it has spent its budget; the episode in flight finishes, so the ca
 are reported beside the budget. With `attempts` > 1 an agent replays the round with other sampling
 seeds (attempt-major, so a budget covers the tasks evenly): one explorer with as many attempts as
 the population has explorers is the baseline at equal budget.
+
+Where an episode runs is the `runner`'s business: by default in the explorer's own store; the
+flywheel's `population` strategy runs it as a resumable batch in the strategy's store instead.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -26,12 +29,25 @@ from lle.core import Experience, Limits, Outcome, SmallWorld, Split, canonical_j
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.population.fastslow import calls_of
-from lle.population.population import Population
-from lle.population.types import Intent, Message, Role
+from lle.population.population import AgentPolicyFactory, Population
+from lle.population.types import AgentConfig, Intent, Message, Role
 from lle.runtime.harness import run_episode
 
 SEED_STRIDE = 1000
 """Attempt k of an agent samples with seed + k * SEED_STRIDE."""
+
+Runner = Callable[[AgentConfig, SmallWorld, AgentPolicyFactory, int], Experience]
+"""Plays one episode of an explorer (its config, the small world, its policy factory, the attempt)."""
+
+
+def in_own_store(pop: Population) -> Runner:
+    """The default runner: the episode goes to the explorer's own store, assessed as it ends."""
+    def run(agent: AgentConfig, sw: SmallWorld, factory: AgentPolicyFactory, attempt: int) -> Experience:
+        policy = factory(sw)
+        return run_episode(sw, policy, factory.builder(policy), store=pop.store_of(agent.name),
+                           assess=assess_experience, levers=agent.levers,
+                           limits=Limits(max_steps=pop.config.max_steps, max_seconds=sw.limits.max_seconds))
+    return run
 
 
 @dataclass(frozen=True)
@@ -123,10 +139,10 @@ def model_calls(exp: Experience) -> tuple[int, int]:
 
 def explore(pop: Population, small_worlds: Sequence[SmallWorld], *, agents: Sequence[str] | None = None,
             attempts: int = 1, budget: int | None = None, now: datetime | None = None,
-            observe: bool = True) -> ExploreReport:
+            observe: bool = True, runner: Runner | None = None) -> ExploreReport:
     """Each explorer plays each train small world `attempts` times (within `budget` model calls), in its own
-    store. A success is posted on the bus (`solved`); with `observe`, the agent's skill library sees each
-    episode (its own mining and monitoring)."""
+    store (or where `runner` puts it). A success is posted on the bus (`solved`); with `observe`, the agent's
+    skill library sees each episode (its own mining and monitoring)."""
     held = [sw.id for sw in small_worlds if sw.split is not Split.train]
     if held:
         raise InvalidInputError(f"explorers run train small worlds only (got {held[:3]}); dev and test are for "
@@ -136,6 +152,7 @@ def explore(pop: Population, small_worlds: Sequence[SmallWorld], *, agents: Sequ
         if pop.agent(name).role is not Role.explorer:
             raise InvalidInputError(f"agent {name} is a {pop.agent(name).role}, not an explorer")
     report = ExploreReport([sw.id for sw in small_worlds], names, budget=budget)
+    play = runner or in_own_store(pop)
     for name in names:
         agent, spent = pop.agent(name), 0
         for attempt in range(attempts):
@@ -143,11 +160,8 @@ def explore(pop: Population, small_worlds: Sequence[SmallWorld], *, agents: Sequ
             for sw in small_worlds:
                 if budget is not None and spent >= budget:
                     break
-                policy = factory(sw)
                 started = time.monotonic()
-                exp = run_episode(sw, policy, factory.builder(policy), store=pop.store_of(name),
-                                  assess=assess_experience, levers=agent.levers,
-                                  limits=Limits(max_steps=pop.config.max_steps, max_seconds=sw.limits.max_seconds))
+                exp = play(agent, sw, factory, attempt)
                 seconds = time.monotonic() - started
                 calls, slow = model_calls(exp)
                 spent += calls

@@ -62,12 +62,12 @@ class AgentPolicyFactory:
 class Population:
     """A population's bus and its agents' stores under `root` (opened lazily, closed by `close`)."""
 
-    def __init__(self, config: PopulationConfig, root: str | Path) -> None:
+    def __init__(self, config: PopulationConfig, root: str | Path, *, cache: WorkerCache | None = None) -> None:
         self.config, self.root = config, Path(root)
         (self.root / "agents").mkdir(parents=True, exist_ok=True)
         self.store = Store(self.root / "population.db")
         self.bus = Bus(self.store)
-        self.cache = WorkerCache()
+        self.cache = cache or WorkerCache()  # a flywheel passes its own: models loaded once per run, not per round
         self._stores: dict[str, Store] = {}
         self._libraries: dict[str, SkillLibrary] = {}
 

@@ -4,6 +4,9 @@
               explore ─ pass@population, best single explorer, diversity
               share:  reconcile revocations ─ ask the validators about each new active skill ─ they judge
                       ─ publish what they allowed ─ every other explorer adopts through its own replay gate
+              notes (when `shared` names rules or lessons): each explorer's episodes through its own router,
+                      then its new active rules and lessons judged, published and adopted the same way
+                      (`lle.population.notes`)
 
 `baseline`: each explorer alone, with as many attempts as the population has explorers and their
 summed budget, in a folder of its own (so its episodes never reach the population's stores): the
@@ -23,10 +26,12 @@ from lle.carriers.skills import SkillState
 from lle.core import SmallWorld, Split, utcnow
 from lle.errors import InvalidInputError
 from lle.flywheel.replay import validate_skill
-from lle.population import sharing
-from lle.population.explore import explore
+from lle.governance.lineage import active_items
+from lle.population import notes, sharing
+from lle.population.explore import ExploreReport, explore
 from lle.population.population import Population
-from lle.population.types import Intent, PopulationConfig, Role
+from lle.population.sharing import verdict_for
+from lle.population.types import Intent, Message, PopulationConfig, Role
 from lle.population.validation import Validator
 from lle.store import messages as rows
 from lle.worlds.base import cut, open_family
@@ -81,6 +86,61 @@ def share_round(pop: Population, tasks: list[SmallWorld], *, now: datetime | Non
     return dict(counts)
 
 
+MAX_NOTES = 2
+"""Rules or lessons each explorer offers per round: each costs every validator a model call."""
+
+
+def share_notes(pop: Population, tasks: list[SmallWorld], report: ExploreReport, *,
+                now: datetime | None = None) -> dict[str, Any]:
+    """Rules and lessons after a round: each explorer routes its own episodes (its own gates), then offers its new
+    active rules and lessons, judged by the validators and adopted behind each importer's own gate."""
+    kinds = [k for k, key in notes.SHARED.items() if key in pop.config.shared]
+    if not kinds:
+        return {}
+    now = now or utcnow()
+    counts: Counter[str] = Counter()
+    from lle.router.router import UpdateRouter
+
+    for agent in pop.config.explorers:
+        router = UpdateRouter(pop.store_of(agent.name), actor=agent.name)
+        for attempt in report.attempts:
+            if attempt.agent == agent.name:
+                router.route_once(pop.store_of(agent.name).get_experience(attempt.experience_id), pop.config.name)
+    copies = {(r.agent, r.item_id) for r in rows.copies(pop.store)}
+    offered = {i for m in pop.bus.messages(intent=Intent.share) for i in m.item_ids}
+    offers = []
+    for agent in pop.config.explorers:
+        store = pop.store_of(agent.name)
+        carriers = [notes.CARRIER[k].value for k in kinds]
+        fresh = [i.id for c in carriers for i in active_items(store, c)
+                 if (agent.name, i.id) not in copies and i.id not in offered]
+        offers += [(agent.name, item_id) for item_id in fresh[:MAX_NOTES]]
+    for owner, item_id in offers:
+        if pop.config.validators and verdict_for(pop, item_id) is None:
+            notes.ask_judges(pop, owner, item_id, now=now)
+            counts["notes_asked"] += 1
+    for agent in pop.config.validators:
+        counts["notes_verdicts"] += len(judge_all(pop, agent.name, tasks[0], now))
+    for owner, item_id in offers:
+        try:
+            notes.publish(pop, owner, item_id, now=now)
+            counts["notes_shared"] += 1
+        except InvalidInputError:
+            counts["notes_held_back"] += 1
+    for agent in pop.config.explorers:
+        for share in notes.shares_for(pop, agent.name, now=now):
+            reply = notes.adopt(pop, agent.name, share, now=now)
+            counts[f"notes_{reply.intent.value}"] += 1
+    return dict(counts)
+
+
+def judge_all(pop: Population, name: str, probe: SmallWorld, now: datetime) -> list[Message]:
+    """The validator `name` answers every judge message waiting for it (its policy made for `probe`, a train task)."""
+    if not pop.bus.inbox(name, now=now, intents=[Intent.judge]):
+        return []  # its model is loaded only when there is something to judge
+    return sharing.judge_pending(pop, Validator(name, pop.policy_factory(name)(probe)), now=now)
+
+
 def run_population(pop: Population, *, progress: Progress | None = None) -> dict[str, Any]:
     """Every round of the population's config; the report (also written to `ROOT/reports/`)."""
     config, rounds = pop.config, []
@@ -89,7 +149,8 @@ def run_population(pop: Population, *, progress: Progress | None = None) -> dict
         if progress:
             progress(f"round {r}: {len(config.explorers)} explorers on {len(tasks)} train small worlds")
         report = explore(pop, tasks, budget=config.budget)
-        rounds.append({"round": r, **report.summary(), "sharing": share_round(pop, tasks)})
+        rounds.append({"round": r, **report.summary(), "sharing": {**share_round(pop, tasks),
+                                                                     **share_notes(pop, tasks, report)}})
     out = {"population": config.name, "world": config.world, "level": config.level, "rounds": rounds}
     _write(pop.root, "run", out)
     return out

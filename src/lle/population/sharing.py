@@ -26,13 +26,13 @@ from datetime import datetime
 
 from lle.carriers.skill_mining import SkillDescriptor
 from lle.carriers.skills import Skill, SkillState, Validation
-from lle.core import Revocation, Scope, SmallWorld, utcnow
+from lle.core import CarrierKind, Revocation, Scope, SmallWorld, utcnow
 from lle.errors import InvalidInputError
 from lle.flywheel.replay import validate_skill
 from lle.governance.lineage import denylist, revoke
 from lle.population.population import Population
 from lle.population.types import Decision, Intent, Message, Role
-from lle.population.validation import Validator, answer, combine, skill_candidate, verdict_of
+from lle.population.validation import Validator, answer, combine, note_candidate, skill_candidate, verdict_of
 from lle.runtime.parallel import PolicyFactory
 from lle.store import messages as rows
 
@@ -62,18 +62,22 @@ def judge_pending(pop: Population, validator: Validator, *, now: datetime | None
         raise InvalidInputError(f"agent {validator.name} is not a validator; give it role = \"validator\"")
     out = []
     for message in pop.bus.inbox(validator.name, now=now, intents=[Intent.judge]):
-        descriptor = SkillDescriptor.model_validate(message.payload["descriptor"])
-        scope = Scope.model_validate(message.payload["scope"])  # payload data is typed again before use
-        candidate = skill_candidate(message.skill_ids[0], scope, descriptor)
+        if message.payload.get("kind") != "skill":  # a rule or a lesson (`lle.population.notes`)
+            candidate = note_candidate(message)
+        else:
+            descriptor = SkillDescriptor.model_validate(message.payload["descriptor"])
+            scope = Scope.model_validate(message.payload["scope"])  # payload data is typed again before use
+            candidate = skill_candidate(message.skill_ids[0], scope, descriptor)
         out.append(pop.bus.post(answer(validator, message, candidate, now=now)))
     return out
 
 
 def verdict_for(pop: Population, item_id: str) -> Decision | None:
-    """The validators' combined decision on `item_id` from their latest verdicts (None: not judged)."""
+    """The validators' combined decision on `item_id` (a skill, rule or lesson) from their latest verdicts (None:
+    not judged)."""
     latest: dict[str, Decision] = {}
     for message in pop.bus.messages(intent=Intent.verdict):
-        if item_id in message.skill_ids:
+        if item_id in message.skill_ids or item_id in message.item_ids:
             latest[message.sender] = verdict_of(message)
     return combine(list(latest.values()))
 
@@ -145,12 +149,16 @@ def adopt(pop: Population, agent: str, share: Message, small_worlds: Sequence[Sm
 
 def revoke_shared(pop: Population, owner: str, item_id: str, reason: str, author: str, *,
                   now: datetime | None = None) -> list[Revocation]:
-    """Revoke `owner`'s skill (and what derives from it in its store), then every copy made of it, and copies
-    of those copies, in each importer's store. Returns the revocations appended, the source's first."""
+    """Revoke `owner`'s skill, rule or lesson (and what derives from it in its store), then every copy made of it,
+    and copies of those copies, in each importer's store. Returns the revocations appended, the source's first."""
     revocations = [revoke(pop.store_of(owner), item_id, reason, author)]
     revocations += _revoke_copies(pop, owner, item_id, reason, author)
+    ids = [item_id, *(r.target for r in revocations[1:])]
+    found = pop.store_of(owner).items_by_id([item_id])
+    skill = bool(found) and found[0].carrier is CarrierKind.skills  # a rule or lesson is named in item_ids
     pop.bus.post(Message(sender=owner, intent=Intent.revoked, created_at=now or utcnow(), ttl_s=None,
-                         skill_ids=[item_id, *(r.target for r in revocations[1:])], payload={"reason": reason[:300]}))
+                         skill_ids=ids if skill else [], item_ids=[] if skill else ids,
+                         payload={"reason": reason[:300]}))
     return revocations
 
 
@@ -178,5 +186,6 @@ def reconcile(pop: Population, *, author: str = "population") -> list[Revocation
 
 
 def shares_for(pop: Population, agent: str, *, now: datetime) -> list[Message]:
-    """Shared skills `agent` has not answered yet and that have not expired at `now`."""
-    return pop.bus.inbox(agent, now=now, intents=[Intent.share])
+    """Shared skills `agent` has not answered yet and that have not expired at `now` (rules and lessons:
+    `lle.population.notes.shares_for`)."""
+    return [m for m in pop.bus.inbox(agent, now=now, intents=[Intent.share]) if "descriptor" in m.payload]

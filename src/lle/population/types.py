@@ -33,17 +33,21 @@ class Intent(StrEnum):
     """What a message asks for or reports; each intent fixes what its payload holds."""
 
     judge = "judge"
-    """Ask a validator to judge a candidate (payload: `kind` and the candidate's `content`)."""
+    """Ask a validator to judge a candidate (payload: `kind` — skill, rule, lesson —, `scope`, and a skill's
+    `descriptor` or a note's `text`)."""
     verdict = "verdict"
     """A validator's answer (payload: `decision` and the model_judge `evidence`); `reply_to` the judge message."""
     share = "share"
-    """A skill offered to the others (payload: `descriptor`; skill_ids: the source item)."""
+    """A skill offered to the others (payload: `descriptor`; skill_ids: the source item), or a rule or lesson
+    (payload: `kind`, `scope`, `text`; item_ids: the source item)."""
     adopted = "adopted"
-    """The sender's own replay gate activated a shared skill (skill_ids: source, copy); `reply_to` the share."""
+    """The sender took a shared item behind its own gate (skill_ids or item_ids: source, copy; payload: `state`:
+    a skill's replay activated it, a rule copy waits as a candidate, a lesson copy is active); `reply_to` the
+    share."""
     declined = "declined"
-    """The sender's replay gate did not activate it (payload: `state`, `reasons`); `reply_to` the share."""
+    """The sender's own gate did not take it (payload: `state`, `reasons`); `reply_to` the share."""
     revoked = "revoked"
-    """A source skill was revoked (payload: `reason`; skill_ids: the source, then each copy revoked with it)."""
+    """A source item was revoked (payload: `reason`; skill_ids: the source, then each copy revoked with it)."""
     solved = "solved"
     """An explorer solved a train task (experience_ids: the episode; payload: `small_world`)."""
 
@@ -82,6 +86,8 @@ class Message(Record):
     """Experiences it is about."""
     skill_ids: list[str] = Field(default_factory=list)
     """Skill items it is about (in the stores of the agents named by the intent)."""
+    item_ids: list[str] = Field(default_factory=list)
+    """Rule and memory items it is about (`lle.population.notes`), as `skill_ids` are for skills."""
     evidence_ids: list[str] = Field(default_factory=list)
     """Evidence it rests on."""
     payload: dict[str, JsonValue] = Field(default_factory=dict)
@@ -130,7 +136,7 @@ class AgentConfig(Record):
     """First train seed of the small worlds its own skill replays use (explorers share the round's tasks)."""
 
 
-Shareable = Literal["skills"]
+Shareable = Literal["skills", "rules", "lessons"]
 
 
 class PopulationConfig(Record):
@@ -153,7 +159,11 @@ class PopulationConfig(Record):
     replay: int = Field(default=4, ge=1)
     """Train small worlds of an importer's own replay gate for a shared skill (from its `train_start`)."""
     shared: list[Shareable] = Field(default_factory=lambda: list[Shareable](["skills"]))
-    """What crosses agents (explicitly): only `skills` for now; [] shares nothing."""
+    """What crosses agents (explicitly): `skills`, `rules` (active project rules), `lessons` (memories' lessons);
+    [] shares nothing."""
+    actor: str | None = None
+    """The explorer `lle run --population` evaluates on held-out tasks (greedy, with the pooled carriers); None:
+    the first explorer."""
     agents: list[AgentConfig] = Field(min_length=1)
     """The agents (`[[agents]]`)."""
 
@@ -165,7 +175,15 @@ class PopulationConfig(Record):
             raise ValueError(f"agent {twice[0]!r} is listed twice; give each agent its own name")
         if not any(a.role is Role.explorer for a in self.agents):
             raise ValueError("no agent is an explorer; give at least one agent role = \"explorer\"")
+        if self.actor is not None and self.actor not in {a.name for a in self.explorers}:
+            raise ValueError(f"actor {self.actor!r} is not one of the explorers; name one of "
+                             f"{', '.join(a.name for a in self.explorers)}")
         return self
+
+    @property
+    def acting(self) -> AgentConfig:
+        """The explorer evaluated on held-out tasks: `actor`, else the first explorer."""
+        return self.agent(self.actor) if self.actor else self.explorers[0]
 
     def agent(self, name: str) -> AgentConfig:
         for agent in self.agents:

@@ -52,6 +52,18 @@ def skill_candidate(item_id: str, scope: Scope, descriptor: SkillDescriptor) -> 
     return Candidate("skill", item_id, scope, "\n".join(lines))
 
 
+def note_candidate(message: Message) -> Candidate:
+    """What a validator judges of a `judge` message about a rule or lesson (payload data typed again before use)."""
+    kind = str(message.payload.get("kind"))
+    if kind not in ("rule", "lesson") or not message.item_ids:
+        raise InvalidInputError(f"message {message.id} asks to judge a {kind!r} without an item; notes are rules or "
+                                "lessons, named in item_ids")
+    scope = Scope.model_validate(message.payload["scope"])
+    text = str(message.payload["text"])[:1000]
+    where = f"family {scope.family or 'any'}, project {scope.project or 'any'}"
+    return Candidate("rule" if kind == "rule" else "lesson", message.item_ids[0], scope, f"{kind} ({where}): {text}")
+
+
 class Validator:
     """A model (any policy) that scores a candidate in [0, 1] under the verdict schema."""
 
@@ -106,5 +118,6 @@ def answer(validator: Validator, message: Message, candidate: Candidate, *, now:
     """The verdict message replying to a `judge` message."""
     decision, evidence = validator.judge(candidate)
     return Message(sender=validator.name, recipients=[message.sender], intent=Intent.verdict, reply_to=message.id,
-                   created_at=now, skill_ids=list(message.skill_ids), evidence_ids=[evidence.id],
+                   created_at=now, skill_ids=list(message.skill_ids), item_ids=list(message.item_ids),
+                   evidence_ids=[evidence.id],
                    payload={"decision": decision.value, "evidence": evidence.model_dump(mode="json")})
