@@ -11,6 +11,7 @@ the gate decides once.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -98,15 +99,13 @@ def validate(fw: Flywheel, db_path: Path, round_: int) -> None:
 def adapter_rounds(folder: Path, db: Store, run_id: str) -> list[dict[str, Any]]:
     """Per round that trained an adapter: the adapter, its state now, its gate replay (candidate against the
     policy served then, solved of paired dev tasks) and the gate's reasons, for the report."""
-    import json
-
     carrier = WeightsCarrier(db)
     known = {a.id: a for a in carrier.adapters()}
     decided = {u.item_id: u for u in db.list_updates(limit=10_000_000, carrier="weights")
                if u.gate is not None and u.gate.name == "weights_heldout"}
     out: list[dict[str, Any]] = []
-    for path in sorted((folder / "replays").glob("r*-weights.json"), key=lambda p: int(p.name[1:].split("-")[0])):
-        round_ = int(path.name[1:].split("-")[0])
+    chosen = {int(p.name[1:].split("-")[0]): p for p in (folder / "replays").glob("r*-weights.json")}
+    for round_, path in sorted(chosen.items()):
         for item_id in json.loads(path.read_text(encoding="utf-8")):
             adapter = known.get(str(item_id))
             if adapter is None:
