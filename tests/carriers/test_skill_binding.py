@@ -134,6 +134,20 @@ def test_a_skill_bound_to_the_goal_is_offered_only_where_the_goal_fills_it() -> 
     assert isinstance(missing, str) and "could not read $answer from the result of call 1" in missing
 
 
+def test_the_skills_note_names_a_whole_call_only_for_a_skill_that_needs_no_argument() -> None:
+    from lle.core import ToolSpec
+    from lle.runtime.levers import skills_note
+
+    whole = ToolSpec(name="skill_calc", description="Runs calculate -> submit as one action.",
+                     parameters={"type": "object", "properties": {"expression": {"type": "string"}}})
+    asked = ToolSpec(name="skill_read", description="Runs read_file -> submit as one action.",
+                     parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+    assert '{"tool": "skill_calc", "args": {}}' in skills_note([asked, whole])
+    note = skills_note([asked])
+    assert note.startswith("Learned skills you may call") and "skill_read(path: string)" in note
+    assert '"args": {}' not in note
+
+
 def test_skills_first_puts_a_fitting_skill_where_a_small_model_looks() -> None:
     """A policy that takes the first tool it is offered (a 135M model's habit) solves the task with the lever."""
     from lle.config import Levers
@@ -151,8 +165,8 @@ def test_skills_first_puts_a_fitting_skill_where_a_small_model_looks() -> None:
     exp = run_episode(sw, ScriptedPolicy(first_tool), skills=[skill], levers=Levers(skills_first=True),
                       assess=assess_experience)
     assert exp.outcome is Outcome.passed and [s.executed.tool for s in exp.steps] == ["calculate", "submit"]
-    assert "Learned skills you may call" in seen[0].messages[-1].content and "skill_calculate_submit()" in \
-        seen[0].messages[-1].content
+    # A skill that needs no argument is shown as the whole call to copy.
+    assert '{"tool": "skill_calculate_submit", "args": {}}' in seen[0].messages[-1].content
     lever = [f.content for f in exp.steps[0].feedback if f.kind == "intervention"]
     assert {"lever": "skills_first", "tools": ["skill_calculate_submit"]} in lever
     seen.clear()

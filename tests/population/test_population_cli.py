@@ -58,3 +58,23 @@ def test_a_bad_population_file_is_one_line(tmp_path: Path) -> None:
     assert str(file) in line and "agents[0] (a).model" in line
     none = lle(tmp_path / "empty", "population", "messages")
     assert none.returncode == 2 and "lle population run FILE" in none.stderr
+
+
+def test_a_population_draws_several_worlds_in_turn(tmp_path: Path) -> None:
+    from lle.errors import InvalidInputError
+    from lle.population.config import parse_population
+    from lle.population.run import train_worlds
+
+    two = TOY.replace('world = "toy/keys-v1"', 'world = ["math/arith-v1", "math/equations-v1"]\nlevel = 0')
+    config = parse_population(two, origin="two.toml")
+    assert [sw.id for sw in train_worlds(config, 4, 0)] == [
+        "math/arith-v1:train:L0:0", "math/equations-v1:train:L0:0", "math/arith-v1:train:L0:1",
+        "math/equations-v1:train:L0:1"]
+    assert {sw.project for sw in train_worlds(config, 4, 0)} == {"basic_arithmetic", "simple_equations"}
+    for bad, fix in (('["math/arith-v1", "math/nope-v1"]', "world:"), ("[]", "empty list")):
+        try:
+            parse_population(TOY.replace('"toy/keys-v1"', bad), origin="bad.toml")
+        except InvalidInputError as err:
+            assert "bad.toml" in str(err) and fix in str(err) and "\n" not in str(err)
+        else:
+            raise AssertionError(f"world = {bad} was accepted")

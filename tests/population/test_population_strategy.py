@@ -84,12 +84,42 @@ def test_the_population_strategy_pools_explorers_and_is_paired_with_none(
 def test_a_resumed_population_run_plays_nothing_again(population_run: tuple[Path, RunConfig]) -> None:
     workspace, config = population_run
     folder = loop.run_folder(config.id, workspace)
-    with Store(loop.strategy_db(folder, "population")) as db:
+    bus = folder / "population" / "population.db"
+    with Store(loop.strategy_db(folder, "population")) as db, Store(bus) as messages:
         before = db.count("experiences")
+        solved = [r[0] for r in messages.conn.execute("SELECT id FROM messages WHERE intent = 'solved'")]
+    assert solved
     (folder / "finished_at").unlink()
     loop.Flywheel(loop.load_config(config.id, workspace), workspace).run()
-    with Store(loop.strategy_db(folder, "population")) as db:
+    with Store(loop.strategy_db(folder, "population")) as db, Store(bus) as messages:
         assert db.count("experiences") == before
+        # The resumed round got its stored episodes back: no success is announced twice.
+        assert [r[0] for r in messages.conn.execute("SELECT id FROM messages WHERE intent = 'solved'")] == solved
+
+
+def test_a_skill_mined_in_the_pool_is_replayed_by_the_acting_agent_and_offered_to_it(tmp_path: Path) -> None:
+    from lle.carriers.skills import SkillLibrary, SkillState, used_skills
+
+    file = tmp_path / "toy.toml"
+    file.write_text(TOY)
+    config = RunConfig.model_validate({"suite": "toy", "model": "oracle", "strategies": ["none", "population"],
+                                       "rounds": 1, "train_per_round": 6, "eval_tasks": 3, "workers": 1,
+                                       "group_size": 1, "population": str(file), "levers": {"stuck": "mask"}})
+    loop.Flywheel(config, tmp_path / "ws").run()
+    folder = loop.run_folder(config.id, tmp_path / "ws")
+    with Store(loop.strategy_db(folder, "population")) as db:
+        library = SkillLibrary(db)
+        active = [s for s in library.skills() if s.state is SkillState.active]
+        assert active, "the explorers' successes in >= 3 small worlds of 2 projects should mine and admit a skill"
+        replays = {str(b).split("/", 2)[2] for (b,) in db.conn.execute("SELECT DISTINCT batch FROM episodes")
+                   if "/skill/" in str(b)}
+        assert {f"r1/skill/{active[0].name}-v1/with", f"r1/skill/{active[0].name}-v1/without"} <= replays
+        # Both arms were played by the acting agent b, under its own levers, as its held-out episodes are.
+        for label in replays:
+            assert {r.levers.stuck for r in batch_episodes(db, f"{config.id}/population/{label}").values()} == {"note"}
+        evaluated = [db.get_experience(str(r[0])) for r in
+                     db.conn.execute("SELECT id FROM episodes WHERE batch LIKE '%/r1/eval'")]
+        assert any(set(used_skills(e)) & {s.item_id for s in active} for e in evaluated)
 
 
 SMOL = """

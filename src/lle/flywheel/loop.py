@@ -207,7 +207,7 @@ class Flywheel:
             factory = poison.ArmPolicyFactory(factory)
 
         with Store(db_path) as db:
-            if skills is None and strategy == "lle":
+            if skills is None and strategy in strategies.GOVERNED:
                 skills = strategies.SkillsOffer(str(db_path), cache=self.cache)
             chosen: Levers | Callable[[SmallWorld], Levers] = levers or self.config.levers
             if levers is None and strategy == "lle":
@@ -303,8 +303,10 @@ class Flywheel:
         tmp.replace(path)
         return ids
 
-    def validate_skills(self, db_path: Path, round_: int, levels: suite.Levels | None = None) -> None:
-        """A/B replay of the library's candidate skills on fresh train small worlds of their family.
+    def validate_skills(self, db_path: Path, round_: int, levels: suite.Levels | None = None,
+                        strategy: str = "lle") -> None:
+        """A/B replay of the library's candidate skills on fresh train small worlds of their family, played
+        by the strategy's own acting policy (a population's: its acting agent, who will be offered them).
 
         Each arm is a resumable batch (`rN/skill/NAME-vK/without|with`); the gate decides once per
         round, so a resumed run neither replays nor decides twice. At most `MAX_SKILL_REPLAYS` a round.
@@ -325,9 +327,9 @@ class Flywheel:
                 continue
             # Named by the skill's name, not its item id: a rerun of the same config mines other ids.
             label = f"r{round_}/skill/{skill.name}-v{skill.descriptor.version}"
-            without = self.phase("lle", db_path, f"{label}/without", worlds,
+            without = self.phase(strategy, db_path, f"{label}/without", worlds,
                                  skills=strategies.SkillsOffer(str(db_path), only=(), cache=self.cache))
-            with_skill = self.phase("lle", db_path, f"{label}/with", worlds,
+            with_skill = self.phase(strategy, db_path, f"{label}/with", worlds,
                                     skills=strategies.SkillsOffer(str(db_path), (skill.item_id,), self.cache))
             with Store(db_path) as db:
                 library = SkillLibrary(db, actor=f"flywheel:{self.config.id}")
@@ -389,8 +391,9 @@ class Flywheel:
                 self.curriculum += curriculum.choices(strategy, round_, levels, moves, attempts)
                 curriculum.record(self.folder, self.curriculum)
                 self.route(strategy, db_path, groups, f"r{round_}/train")
+                if strategy in strategies.GOVERNED:  # a population's pooled skills face the same replay gate
+                    self.validate_skills(db_path, round_, levels, strategy)
                 if strategy == "lle":
-                    self.validate_skills(db_path, round_, levels)
                     self.validate_recipes(db_path, round_, attempts, levels)
                 if self.config.curriculum:  # from the round's stored outcomes: a resumed run moves alike
                     levels, moves = curriculum.step(self.suite, levels, attempts, self.config.band)

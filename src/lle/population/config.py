@@ -55,20 +55,26 @@ def _part(data: object, loc: tuple[int | str, ...]) -> list[str]:
 def _check_world(config: PopulationConfig, origin: str) -> None:
     from lle.worlds.base import cut, open_family  # the registry loads plugins: only once the file parsed
 
-    try:
-        family = open_family(config.world)
-        family.check_level(config.level)
-    except LleError as err:
-        raise InvalidInputError(f"population {origin}: world: {str(err).splitlines()[0]}") from None
+    families = []
+    for world in config.worlds:
+        try:
+            family = open_family(world)
+            family.check_level(config.level)
+        except LleError as err:
+            raise InvalidInputError(f"population {origin}: world: {str(err).splitlines()[0]}") from None
+        families.append(family)
     # The last train seed each use needs must exist (a level's train split can be small: 161 tasks at arith 0).
+    # Draws take the worlds in turn (`run.train_worlds`): draw i is world i % k at its train seed i // k.
     needs = [("train", config.rounds * config.train - 1)]
     needs += [(f"agents ({a.name}).train_start", a.train_start + config.replay - 1) for a in config.agents]
-    for key, seed in needs:
-        try:
-            cut(family, Split.train, seed, level=config.level)
-        except LleError as err:
-            raise InvalidInputError(f"population {origin}: {key}: needs train seed {seed}, but "
-                                    f"{str(err).splitlines()[0]}") from None
+    for key, last in needs:
+        for draw in range(max(0, last - len(families) + 1), last + 1):
+            seed = draw // len(families)
+            try:
+                cut(families[draw % len(families)], Split.train, seed, level=config.level)
+            except LleError as err:
+                raise InvalidInputError(f"population {origin}: {key}: needs train seed {seed}, but "
+                                        f"{str(err).splitlines()[0]}") from None
 
 
 def load_population(path: str | Path) -> PopulationConfig:

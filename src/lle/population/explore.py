@@ -153,6 +153,8 @@ def explore(pop: Population, small_worlds: Sequence[SmallWorld], *, agents: Sequ
             raise InvalidInputError(f"agent {name} is a {pop.agent(name).role}, not an explorer")
     report = ExploreReport([sw.id for sw in small_worlds], names, budget=budget)
     play = runner or in_own_store(pop)
+    # A resumed round gets its stored episodes back from the runner: each success is posted once.
+    posted = {e for m in pop.bus.messages(intent=Intent.solved) for e in m.experience_ids}
     for name in names:
         agent, spent = pop.agent(name), 0
         for attempt in range(attempts):
@@ -170,7 +172,8 @@ def explore(pop: Population, small_worlds: Sequence[SmallWorld], *, agents: Sequ
                                                round(seconds, 3)))
                 if observe:
                     pop.library(name).observe(exp)
-                if passed:
+                if passed and exp.id not in posted:
+                    posted.add(exp.id)
                     pop.bus.post(Message(sender=name, intent=Intent.solved, experience_ids=[exp.id],
                                          created_at=now or utcnow(), priority=3,
                                          payload={"small_world": sw.id, "attempt": attempt}))

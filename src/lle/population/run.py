@@ -40,8 +40,9 @@ Progress = Callable[[str], None]
 
 
 def train_worlds(config: PopulationConfig, n: int, start: int) -> list[SmallWorld]:
-    family = open_family(config.world)
-    return [cut(family, Split.train, seed, level=config.level) for seed in range(start, start + n)]
+    """Draws `start` .. `start + n - 1`: the config's worlds in turn, each at its own next train seed."""
+    families, k = [open_family(w) for w in config.worlds], len(config.worlds)
+    return [cut(families[i % k], Split.train, i // k, level=config.level) for i in range(start, start + n)]
 
 
 def share_round(pop: Population, tasks: list[SmallWorld], *, now: datetime | None = None) -> dict[str, Any]:

@@ -5,9 +5,10 @@
               each episode a resumable batch `RUN/population/rN/train/AGENT` in the strategy's store,
               retrieving from the pooled carriers
               the explorers' attempts at each small world are one group ─ the update router (like `lle`)
-              ─ memories, rules, dataset rows in the pooled store `runs/RUN/population.db`
+              ─ memories, rules, dataset rows, candidate skills in the pooled store `runs/RUN/population.db`
+              ─ each candidate skill A/B replayed by the acting agent (the flywheel's `validate_skills`)
     evaluation: the acting agent (`actor`, else the first explorer), greedy, on the run's held-out tasks,
-                with the pooled carriers and its own levers
+                with the pooled carriers (the skills the replay gate activated) and its own levers
 
 An agent whose file sets no `[agents.levers]` runs under the run's levers (`--levers`), which every
 strategy starts from; one that sets them runs under its own (its context recipe).

@@ -144,8 +144,9 @@ class PopulationConfig(Record):
 
     name: str = Field(pattern=NAME)
     """Its name; its workspace is `.lle/populations/NAME/`."""
-    world: str = "math/arith-v1"
-    """The registered world its rounds draw train small worlds from."""
+    world: str | list[str] = "math/arith-v1"
+    """The registered world its rounds draw train small worlds from, or several drawn in turn (worlds of one family
+    with different projects let a skill be mined: the skills gate asks for >= 2 projects)."""
     level: int | None = Field(default=None, ge=0)
     """Difficulty level of the draws (e.g. 0, the easiest); left out: the family's unlevelled task."""
     train: int = Field(default=6, ge=1)
@@ -173,12 +174,19 @@ class PopulationConfig(Record):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ValueError(f"agent {twice[0]!r} is listed twice; give each agent its own name")
+        if not self.worlds:
+            raise ValueError("world is an empty list; name at least one registered world")
         if not any(a.role is Role.explorer for a in self.agents):
             raise ValueError("no agent is an explorer; give at least one agent role = \"explorer\"")
         if self.actor is not None and self.actor not in {a.name for a in self.explorers}:
             raise ValueError(f"actor {self.actor!r} is not one of the explorers; name one of "
                              f"{', '.join(a.name for a in self.explorers)}")
         return self
+
+    @property
+    def worlds(self) -> list[str]:
+        """The registered worlds of its draws, in turn."""
+        return [self.world] if isinstance(self.world, str) else list(self.world)
 
     @property
     def acting(self) -> AgentConfig:

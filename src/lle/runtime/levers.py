@@ -20,6 +20,7 @@ to a step is recorded on that step as `Feedback(source="runtime", kind="interven
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -85,8 +86,7 @@ class LeverState:
         if skills:
             tools = skills + [t for t in tools if not t.name.startswith(SKILL_PREFIX)]
             if index == 0:
-                notes.append("Learned skills you may call (each verified on earlier tasks): " + "; ".join(
-                    f"{signature(t)}: {clip_end(t.description, 160)}" for t in skills))
+                notes.append(skills_note(skills))
             done.append(_intervention("skills_first", tools=[t.name for t in skills]))
         if lv.submit_discipline:
             left = self.max_steps - index
@@ -104,6 +104,18 @@ class LeverState:
         if notes:
             observation = observation.rstrip() + "\n\n" + "\n".join(notes)
         return tools, observation, done
+
+
+def skills_note(skills: list[ToolSpec]) -> str:
+    """The first observation's line on the offered skills. A skill that needs no argument is named as a whole
+    call to copy: a 135M model shown only the long description called it in 2 of 12 train episodes."""
+    whole = [t for t in skills if not t.parameters.get("required")]
+    if whole:
+        call = json.dumps({"tool": whole[0].name, "args": {}})
+        return (f"A learned skill solves tasks like this one in a single call (verified on earlier tasks): {call}. "
+                "It fills in its arguments from the task by itself.")
+    return "Learned skills you may call (each verified on earlier tasks): " + "; ".join(
+        f"{signature(t)}: {clip_end(t.description, 160)}" for t in skills)
 
 
 def _intervention(lever: str, **detail: JsonValue) -> Feedback:
