@@ -100,8 +100,10 @@ def test_a_mined_math_skill_reads_its_arguments_so_the_model_only_names_it(store
     refused = run_episode(equation, ScriptedPolicy([ActionRequest(tool=skill.spec.name, args={}),
                                                     *solving_script(equation)]), store=store, skills=[skill])
     first = refused.steps[0]
-    assert first.executed.status is ActionStatus.denied
-    assert "could not read $expression" in str(first.executed.denied_reason)
+    # Its schema here asks for the expression (spec_for the goal), so the call is refused before it runs.
+    assert skill.spec_for(equation.goal).parameters["required"] == ["expression"]
+    assert first.executed.status is ActionStatus.error
+    assert "'expression' is a required property" in str(first.executed.denied_reason)
     given = run_episode(equation, ScriptedPolicy([ActionRequest(tool=skill.spec.name,
                                                                 args=solving_script(equation)[0].args)]),
                         store=store, assess=assess_experience, skills=[skill])
@@ -132,6 +134,17 @@ def test_a_skill_bound_to_the_goal_is_offered_only_where_the_goal_fills_it() -> 
     assert isinstance(call, ActionRequest) and call.args == {"answer": "7"}
     missing = skill.call(1, {}, goal="Calculate 3 + 4.", observations=["Calculate 3 + 4.", "error: no result"])
     assert isinstance(missing, str) and "could not read $answer from the result of call 1" in missing
+
+
+def test_a_slot_read_from_the_goal_where_it_can_be_is_required_where_this_goal_cannot_fill_it() -> None:
+    skill = bound_math_skill()
+    optional = skill.descriptor.model_copy(update={"slots": [
+        s.model_copy(update={"bind": s.bind.model_copy(update={"always": False})}) if s.name == "expression" else s
+        for s in skill.descriptor.slots]})
+    loose = Skill(skill.item, optional, skill.state)
+    assert loose.spec.parameters["required"] == [] and "expression" in loose.spec.parameters["properties"]
+    assert loose.spec_for("Calculate 3 + 4.").parameters["required"] == []  # {} is a whole call here
+    assert loose.spec_for("Mia has 7 apples and gets 5 more.").parameters["required"] == ["expression"]
 
 
 def test_the_skills_note_names_a_whole_call_only_for_a_skill_that_needs_no_argument() -> None:

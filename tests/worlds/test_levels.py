@@ -25,7 +25,8 @@ from lle.worlds.toy import oracle_actions
 from lle.worlds.toy.layout import make_layout
 
 LEVELLED = {"math/arith-v1": 4, "math/equations-v1": 3, "games/guess-number-v1": 3, "games/hanoi-v1": 3,
-            "games/mastermind-v1": 3, "toy/keys-v1": 4, "sql/shop-v1": 4}
+            "games/mastermind-v1": 3, "toy/keys-v1": 4, "sql/shop-v1": 4,
+            "math/gsm-v1": 2}
 CASES = [(w, lv) for w, n in LEVELLED.items() for lv in range(n)]
 
 
@@ -202,8 +203,8 @@ def test_unlevelled_tasks_are_unchanged(world_id: str, split: Split, seed: int, 
 
 
 def test_levels_are_refused_where_they_do_not_exist_with_the_fix() -> None:
-    with pytest.raises(WorldError, match=r"math/gsm-v1 has no difficulty levels; leave level unset"):
-        open_family("math/gsm-v1").small_world(Split.train, 0, level=0)
+    with pytest.raises(WorldError, match=r"code/humaneval-v1 has no difficulty levels; leave level unset"):
+        open_family("code/humaneval-v1").small_world(Split.train, 0, level=0)
     with pytest.raises(WorldError, match=r"toy/keys-v1 has no level 4; use 0..3"):
         open_family("toy/keys-v1").small_world(Split.train, 0, level=4)
     with pytest.raises(WorldError, match=r"has 1 dev tasks at level 0; use a seed in 0-0"):
@@ -214,6 +215,6 @@ def test_the_metadata_and_the_cli_list_the_levels_with_their_meanings() -> None:
     for world_id, count in LEVELLED.items():
         info = open_family(world_id).info()
         assert len(info.levels) == count and all(info.levels)
-    assert summary(open_family("math/gsm-v1"))["level_count"] == 0
+    assert summary(open_family("code/humaneval-v1"))["level_count"] == 0
     shown = describe("games/hanoi-v1")
     assert shown["level_count"] == 3 and shown["levels"][0].startswith("2 disks")

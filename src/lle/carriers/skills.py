@@ -113,9 +113,15 @@ class Skill:
 
     @property
     def spec(self) -> ToolSpec:
+        return self.spec_for(None)
+
+    def spec_for(self, goal: str | None) -> ToolSpec:
+        """The tool the model sees. The runtime reads a bound slot; one bound only where its anchors are found is
+        asked for, optionally, and required where `goal` is known and lacks them (a goal-bound slot)."""
         props: dict[str, JsonValue] = {}
-        # The runtime reads a bound slot; one bound only where its anchors are found is asked for, optionally.
         asked = [s for s in self.descriptor.slots if s.bind is None or not s.bind.always]
+        needed = {s.name for s in asked if s.bind is None or (
+            goal is not None and s.bind.source == skill_binding.GOAL and skill_binding.read(s.bind, goal) is None)}
         for slot in asked:
             schema: dict[str, JsonValue] = {"type": slot.type} if slot.type else {}
             shown = [str(v) for v in slot.examples if _EXAMPLE.match(str(v))]
@@ -126,7 +132,7 @@ class Skill:
                                          "there; give it only otherwise")
             props[slot.name] = schema
         params: dict[str, JsonValue] = {"type": "object", "properties": props,
-                                        "required": [s.name for s in asked if s.bind is None],
+                                        "required": [s.name for s in asked if s.name in needed],
                                         "additionalProperties": False}
         return ToolSpec(name=f"skill_{self.name}", description=self.descriptor.description, parameters=params)
 

@@ -198,8 +198,9 @@ class SkillTool(Protocol):
     @property
     def item_id(self) -> str: ...
 
-    @property
-    def spec(self) -> ToolSpec: ...
+    def spec_for(self, goal: str | None) -> ToolSpec:
+        """The tool as offered for `goal` (None: any goal)."""
+        ...
 
     @property
     def size(self) -> int:
@@ -231,7 +232,7 @@ class Grounder:
             what = f"names tools the world lacks: {missing}" if missing else "allows no tools"
             raise WorldError(f"small world {small_world.id} {what}; the world offers {sorted(self.world_tools)}, "
                              "list the allowed ones in SmallWorld.tools")
-        skill_specs = [s.spec for s in skills]
+        skill_specs = [s.spec_for(small_world.goal) for s in skills]
         self.skills = {spec.name: s for spec, s in zip(skill_specs, skills, strict=True)}
         clash = sorted(set(self.skills) & set(self.world_tools))
         if clash:

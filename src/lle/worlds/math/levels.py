@@ -30,6 +30,18 @@ EQUATION_LEVELS = (
     "two steps: a*x + b = c, a from 2 to 9",
     "reasoning-gym simple_equations as unlevelled: 2-4 terms, values up to 100",
 )
+WORD_LEVELS = (
+    "one-step word problem: one operation (+ - * /) on numbers up to 12, e.g. Mia has 7 apples and gets 5 more",
+    "reasoning-gym gsm_symbolic as unlevelled: multi-step grade-school word problems",
+)
+NAMES = ("Mia", "Leo", "Ava", "Sam", "Noah", "Zoe", "Omar", "Lily", "Ben", "Ruth")
+THINGS = ("apples", "pencils", "marbles", "stickers", "cookies", "books", "coins", "shells")
+WORDINGS = {
+    "+": "{name} has {a} {things} and gets {b} more. How many {things} does {name} have now?",
+    "-": "{name} has {a} {things} and gives {b} of them away. How many {things} does {name} have left?",
+    "*": "{name} has {a} bags with {b} {things} in each bag. How many {things} does {name} have in all?",
+    "/": "{name} shares {a} {things} equally among {b} friends. How many {things} does each friend get?",
+}
 VARIABLES = "abcdefghkmnpqrstuvwxyz"
 POOL_CANDIDATES = 50_000
 """World seeds tried per generated level; the one-digit level has only a few hundred distinct questions."""
@@ -74,9 +86,19 @@ def _equation(level: int, rng: random.Random) -> dict[str, Any]:
             "metadata": {"equation": equation, "variable": var, "steps": steps}}
 
 
+def _word(level: int, rng: random.Random) -> dict[str, Any]:
+    # The story's numbers in the order the expression uses them; the answer is the calculator's.
+    expression = _one_op(rng, 2, 12)
+    a, op, b = expression.split()
+    question = WORDINGS[op].format(name=rng.choice(NAMES), things=rng.choice(THINGS), a=a, b=b)
+    return {"question": question, "answer": format_number(evaluate(expression)),
+            "metadata": {"expression": expression, "operations": 1}}
+
+
 GENERATORS: dict[str, tuple[Callable[[int, random.Random], dict[str, Any]], int]] = {
     "basic_arithmetic": (_arith, len(ARITH_LEVELS) - 1),
     "simple_equations": (_equation, len(EQUATION_LEVELS) - 1),
+    "gsm_symbolic": (_word, len(WORD_LEVELS) - 1),
 }
 """dataset -> (generator of its easy levels, how many easy levels); the level after them is the dataset."""
 

@@ -19,7 +19,7 @@ from lle.worlds.base import AnchorResult, BaseWorld, TaskFamily
 from lle.worlds.levels import levelled_id
 from lle.worlds.math.anchor import ANCHOR, check_answer
 from lle.worlds.math.calculator import CalculatorError, evaluate, format_number
-from lle.worlds.math.levels import ARITH_LEVELS, EQUATION_LEVELS, level_entry, level_index
+from lle.worlds.math.levels import ARITH_LEVELS, EQUATION_LEVELS, WORD_LEVELS, level_entry, level_index
 
 DATASETS = {"math/arith-v1": "basic_arithmetic", "math/equations-v1": "simple_equations",
             "math/gsm-v1": "gsm_symbolic"}
@@ -157,6 +157,7 @@ class GsmFamily(MathFamily):
     id = "math/gsm-v1"
     dataset = "gsm_symbolic"
     projects = ("gsm_symbolic",)
+    levels = WORD_LEVELS
 
 
 def reference_actions(small_world: SmallWorld) -> list[ActionRequest]:
