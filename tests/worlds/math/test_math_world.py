@@ -102,6 +102,17 @@ def test_the_anchor_screen_keeps_sympy_bounded() -> None:
         assert screen(answer) is not None, answer
 
 
+def test_an_answer_that_is_still_an_operation_is_not_the_final_value() -> None:
+    # "Calculate 9 + 3." answered "9 + 3" passed before: the anchor evaluated it. A skill mined from such a success
+    # could not read its answer from the calculator's result (it was not the value submitted).
+    for answer in ["9 + 3", "8/2", "7 - 3", "3 - -2", "(2)+(3)"]:
+        assert "still an expression" in str(screen(answer)), answer
+    for answer in ["-3", "4.0", "12", "1e-5", "1,000", "x = -3.5"]:
+        assert screen(answer) is None, answer
+    sw = _family("math/arith-v1").small_world(Split.train, 0, level=0)
+    assert not verify(sw, sw.goal.split("Calculate ", 1)[1].split(".", 1)[0]).passed
+
+
 def test_the_anchor_runs_off_the_main_thread() -> None:
     # math-verify's own timeout needs SIGALRM (main thread only); parallel runners use threads.
     sw = _family("math/gsm-v1").small_world(Split.test, 1)

@@ -30,6 +30,9 @@ CHECKER = "math-verify"
 MAX_ANSWER_CHARS = 100
 TIMEOUT_S = 5
 FORBIDDEN = re.compile(r"[\^*!_]|[A-Za-z]\s*\(")
+OPERATION = re.compile(r"[\d)]\s*[-+/]\s*[-+]?\s*[\d(]")
+"""A binary operation between numbers: `9 + 3` or `8/2` is still a question, not the final value. These datasets'
+answers are whole or decimal numbers, so no right answer has one (a negative number's sign is unary)."""
 LATEX_OK = frozenset({"frac", "dfrac", "tfrac", "boxed", "text", "mathrm", "mathbf", "left", "right", "sqrt", "cdot",
                       "times", "div", "pm"})
 
@@ -45,6 +48,8 @@ def screen(answer: str) -> str | None:
         return f"the answer is longer than {MAX_ANSWER_CHARS} characters; submit only the final value"
     if FORBIDDEN.search(answer):
         return "the answer contains an expression (^, *, !, _ or a function call); submit only the final value"
+    if OPERATION.search(answer):
+        return "the answer is still an expression (an operation between numbers); submit only its value"
     bad = sorted(set(re.findall(r"\\([A-Za-z]+)", answer)) - LATEX_OK)
     if bad:
         return f"the answer uses LaTeX commands that are not accepted ({', '.join(bad)}); submit only the final value"
