@@ -110,6 +110,29 @@ def test_a_mined_math_skill_reads_its_arguments_so_the_model_only_names_it(store
     assert given.outcome is Outcome.passed
 
 
+def test_a_model_that_repeats_its_calculation_still_yields_the_goal_bound_skill(store: Store) -> None:
+    # Qwen2.5-Coder-0.5B calculates the same expression three times, then submits. The repeats (same call, same
+    # result) are dropped from the trace: the skill is calculate -> submit with the expression read from the goal,
+    # not calculate -> calculate -> submit reading it from the first calculation's result.
+    from lle.carriers.skill_mining import trace_of
+    from lle.worlds.math import GsmFamily
+
+    library = SkillLibrary(store)
+    worlds = level0(ARITH, range(4)) + [GsmFamily().small_world(Split.train, s, level=0) for s in range(3)]
+    for sw in worlds:
+        calc, submit = solving_script(sw)
+        exp = run_episode(sw, ScriptedPolicy([calc, calc, calc, submit]), store=store, assess=assess_experience)
+        assert exp.outcome is Outcome.passed
+        assert [a.tool for seg in trace_of(exp).segments for a in seg] == ["calculate", "submit"]
+        library.observe(exp)
+    [skill] = [s for s in library.skills() if s.descriptor.calls[0].tool == "calculate"]
+    assert [c.tool for c in skill.descriptor.calls] == ["calculate", "submit"]
+    expression = next(s.bind for s in skill.descriptor.slots if s.name == "expression")
+    assert expression is not None and expression.source == "goal" and not expression.always
+    assert skill.spec_for(worlds[0].goal).parameters["required"] == []
+    assert skill.spec_for(worlds[-1].goal).parameters["required"] == ["expression"]
+
+
 def bound_math_skill() -> Skill:
     """calculate -> submit with both slots bound (the goal's expression, then the calculator's result), active."""
     from lle.carriers.skill_mining import SkillCall, SkillDescriptor, SkillSlot

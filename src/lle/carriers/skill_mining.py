@@ -184,7 +184,11 @@ def trace_of(exp: Experience, initial_observation: str | None = None) -> Trace:
     for step in exp.steps:
         expanded = any(f.kind == SKILL_FEEDBACK and f.source == "runtime" for f in step.feedback)
         ran = step.executed.allowed and step.executed.status in (ActionStatus.ok, ActionStatus.normalized)
-        if ran and not expanded and step.effect.error is None:
+        repeat = bool(current) and (current[-1].tool, current[-1].args, current[-1].after) == (
+            step.executed.tool, step.executed.args, step.effect.observation)
+        if repeat and ran and not expanded and step.effect.error is None:
+            pass  # the same call seeing the same result again (a model's loop) adds nothing to the macro
+        elif ran and not expanded and step.effect.error is None:
             changes = tuple(sorted({f"{c.kind}:{c.target}" for c in step.effect.changes}))
             current.append(Act(step.executed.tool, dict(step.executed.args), before, step.effect.observation, changes))
         elif current:
