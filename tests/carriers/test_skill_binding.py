@@ -133,6 +133,25 @@ def test_a_model_that_repeats_its_calculation_still_yields_the_goal_bound_skill(
     assert skill.spec_for(worlds[-1].goal).parameters["required"] == ["expression"]
 
 
+def test_a_candidate_that_more_support_lets_read_an_argument_becomes_a_new_version(store: Store) -> None:
+    from lle.carriers.skills import SkillState
+    from lle.worlds.math import GsmFamily
+
+    library = SkillLibrary(store)
+    # First two arithmetic tasks and two word problems: a candidate, but the goal's expression was read in two
+    # worlds only (three are needed), so it asks the model for it.
+    record(store, library, level0(ARITH, [0, 1]) + [GsmFamily().small_world(Split.train, s, level=0) for s in (0, 1)])
+    goal = level0(ARITH, [9])[0].goal
+    [first] = library.skills("math")
+    assert first.state is SkillState.candidate and first.spec_for(goal).parameters["required"] == ["expression"]
+    record(store, library, level0(ARITH, [2]))
+    old, new = sorted(library.skills("math"), key=lambda s: s.descriptor.version)
+    assert (old.item_id, old.state, new.state) == (first.item_id, SkillState.superseded, SkillState.candidate)
+    assert new.descriptor.version == 2 and new.spec_for(goal).parameters["required"] == []
+    record(store, library, level0(ARITH, [3]))  # more of the same support: no third version
+    assert len(library.skills("math")) == 2
+
+
 def bound_math_skill() -> Skill:
     """calculate -> submit with both slots bound (the goal's expression, then the calculator's result), active."""
     from lle.carriers.skill_mining import SkillCall, SkillDescriptor, SkillSlot

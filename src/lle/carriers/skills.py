@@ -95,6 +95,11 @@ def next_state(current: SkillState, op: UpdateOp, skill: str = "skill") -> Skill
 _EXAMPLE = re.compile(r"^[\w .:/-]{1,32}$")
 
 
+def _bound(desc: SkillDescriptor) -> int:
+    """Slots the runtime reads by itself (everywhere or where its anchors are found)."""
+    return sum(s.bind is not None for s in desc.slots)
+
+
 @dataclass(frozen=True)
 class Skill:
     """One skill item with its descriptor and current state; the harness's `SkillTool`."""
@@ -353,12 +358,26 @@ class SkillLibrary:
         `new`: the experience that triggered this pass; a candidate it supports records it (`propose`).
         """
         traces, history = self._family_traces(family), self._history()
-        known = {s.descriptor.key: s for s in self.skills(family) if s.state is not SkillState.revoked}
+        known: dict[str, Skill] = {}
+        for skill in self.skills(family):  # the latest version of each macro
+            latest = known.get(skill.descriptor.key)
+            if skill.state is not SkillState.revoked and (
+                    latest is None or skill.descriptor.version >= latest.descriptor.version):
+                known[skill.descriptor.key] = skill
         item_of = {key: s.item_id for key, s in known.items()}
         updates: list[Update] = []
         for mined in skill_mining.mine(family, list(traces.values()), self.mining):
             desc = mined.descriptor
             existing = known.get(desc.key)
+            if existing is not None and existing.state is SkillState.candidate and _bound(desc) > _bound(
+                    existing.descriptor):
+                # More support now reads a slot the candidate asked the model for: a new version replaces it
+                # (a small model can name a skill, not always fill its arguments).
+                updates.append(self.transition(existing, UpdateOp.supersede, gate=GateResult(
+                    name="skills_rebind", passed=True, reasons=[
+                        f"re-mined from {len(mined.experience_ids)} successes, it reads {_bound(desc)} of its "
+                        f"slots itself (was {_bound(existing.descriptor)}): superseded by a new version"])))
+                existing = None
             if existing is not None:
                 supported = {*existing.item.experience_ids, *(e for u in history.get(existing.item_id, [])
                                                                if u.op is UpdateOp.propose for e in u.experience_ids)}
