@@ -78,3 +78,21 @@ def test_a_population_draws_several_worlds_in_turn(tmp_path: Path) -> None:
             assert "bad.toml" in str(err) and fix in str(err) and "\n" not in str(err)
         else:
             raise AssertionError(f"world = {bad} was accepted")
+
+
+def test_an_agents_skill_replays_play_under_its_own_levers_and_the_populations_step_limit(tmp_path: Path) -> None:
+    from lle.store import Store
+    from lle.store.episodes import get_episode
+
+    file = tmp_path / "toy.toml"
+    file.write_text(TOY.replace("max_steps = 20", "max_steps = 15").replace(
+        'train_start = 100', 'train_start = 100\n[agents.levers]\nstuck = "note"'))
+    ran = lle(tmp_path / "ws", "population", "run", str(file), "--json")
+    assert ran.returncode == 0, ran.stderr
+    agents = tmp_path / "ws" / "populations" / "toy-duo" / "agents"
+    for name, stuck in (("a", "off"), ("b", "note")):
+        with Store(agents / f"{name}.db") as db:
+            ids = [str(r[0]) for r in db.conn.execute("SELECT id FROM episodes")]
+            records = [get_episode(db, i) for i in ids]
+        assert len(records) > 8  # its 8 explored small worlds and the skill replays (own or an import's)
+        assert {(r.limits.max_steps, r.levers.stuck) for r in records} == {(15, stuck)}

@@ -12,13 +12,26 @@ the oracle and the tests use: it follows a plan and calls an offered skill where
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import JsonValue
 
 from lle.carriers.skill_mining import SKILL_FEEDBACK, match, offered_tools
 from lle.carriers.skills import Skill, SkillLibrary, Validation, next_state
-from lle.core import ActionRequest, Context, Experience, LLMCall, PolicyInfo, SmallWorld, Split, Step, UpdateOp
+from lle.config import Levers
+from lle.core import (
+    ActionRequest,
+    Context,
+    ContextBuilder,
+    Experience,
+    Limits,
+    LLMCall,
+    PolicyInfo,
+    SmallWorld,
+    Split,
+    Step,
+    UpdateOp,
+)
 from lle.errors import InvalidInputError
 from lle.evidence import assess_experience
 from lle.runtime.harness import run_episode
@@ -27,10 +40,12 @@ from lle.runtime.parallel import PolicyFactory
 
 def validate_skill(library: SkillLibrary, ref: str, small_worlds: Sequence[SmallWorld],
                    policy_factory: PolicyFactory, *, activate: bool = True, actor: str | None = None,
-                   assess: Callable[[Experience], Experience] = assess_experience) -> Validation:
+                   assess: Callable[[Experience], Experience] = assess_experience, levers: Levers | None = None,
+                   max_steps: int | None = None, builder: Callable[[Any], ContextBuilder] | None = None) -> Validation:
     """Replay a candidate: each small world without the skill and with it offered, same policy factory,
     then `library.decide`. Every episode is real (harness, grounding, verifiers) and stored in the
-    library's store."""
+    library's store. `levers`, `max_steps` and `builder` (the context builder for an episode's policy) make
+    both arms play as the agent does elsewhere: a replay without its levers measures another agent."""
     skill = library.get(ref)
     next_state(skill.state, UpdateOp.admit, f"skill {skill.name} ({skill.item_id})")
     held = [sw.id for sw in small_worlds if sw.split is not Split.train]
@@ -38,9 +53,14 @@ def validate_skill(library: SkillLibrary, ref: str, small_worlds: Sequence[Small
         raise InvalidInputError(f"validate a skill on train small worlds only (got {held or 'none'}); dev and "
                                 "test are for evaluation")
     store = library.store
-    pairs = [(run_episode(sw, policy_factory(sw), store=store, assess=assess),
-              run_episode(sw, policy_factory(sw), store=store, assess=assess, skills=[skill]))
-             for sw in small_worlds]
+
+    def play(sw: SmallWorld, skills: list[Skill]) -> Experience:
+        policy = policy_factory(sw)
+        limits = None if max_steps is None else Limits(max_steps=max_steps, max_seconds=sw.limits.max_seconds)
+        return run_episode(sw, policy, builder(policy) if builder else None, limits, store=store, assess=assess,
+                           skills=skills, levers=levers)
+
+    pairs = [(play(sw, []), play(sw, [skill])) for sw in small_worlds]
     return library.decide(skill.item_id, pairs, activate=activate, actor=actor)
 
 

@@ -11,12 +11,14 @@ crosses is explicit (`PopulationConfig.shared`) and goes through the bus (`lle.p
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lle.carriers.skills import SkillLibrary
+from lle.carriers.skills import SkillLibrary, Validation
 from lle.core import ContextBuilder, Policy, SmallWorld
 from lle.errors import InvalidInputError
+from lle.flywheel.replay import validate_skill
 from lle.flywheel.strategies import SpecPolicyFactory, WorkerCache
 from lle.policies import load_policy
 from lle.population.bus import Bus
@@ -96,6 +98,14 @@ class Population:
         if name not in self._libraries:
             self._libraries[name] = SkillLibrary(self.store_of(name), actor=name)
         return self._libraries[name]
+
+    def replay(self, name: str, ref: str, small_worlds: Sequence[SmallWorld], *,
+               factory: AgentPolicyFactory | None = None) -> Validation:
+        """Agent `name`'s own A/B replay of its skill `ref`, played as it explores: its policy, its levers, the
+        population's step limit and context builder."""
+        factory = factory or self.policy_factory(name)
+        return validate_skill(self.library(name), ref, small_worlds, factory, actor=name,
+                              levers=self.agent(name).levers, max_steps=self.config.max_steps, builder=factory.builder)
 
     def policy_factory(self, name: str, *, seed_offset: int = 0) -> AgentPolicyFactory:
         return AgentPolicyFactory(self.agent(name), db_path=str(self.db_path(name)), cache=self.cache,

@@ -25,7 +25,6 @@ from typing import Any
 from lle.carriers.skills import SkillState
 from lle.core import SmallWorld, Split, utcnow
 from lle.errors import InvalidInputError
-from lle.flywheel.replay import validate_skill
 from lle.governance.lineage import active_items
 from lle.population import notes, sharing
 from lle.population.explore import ExploreReport, explore
@@ -57,8 +56,7 @@ def share_round(pop: Population, tasks: list[SmallWorld], *, now: datetime | Non
         for skill in pop.library(agent.name).skills():
             if skill.state is SkillState.candidate and (agent.name, skill.item_id) not in copies:
                 own = train_worlds(pop.config, pop.config.replay, agent.train_start)
-                result = validate_skill(pop.library(agent.name), skill.item_id, own, pop.policy_factory(agent.name),
-                                        actor=agent.name)
+                result = pop.replay(agent.name, skill.item_id, own)
                 counts[f"own_replay_{result.state.value}"] += 1
     shared = {m.skill_ids[0] for m in pop.bus.messages(intent=Intent.share)}
     # Only an agent's own skills are offered: a copy is shared by its source (no echo round the population).

@@ -30,7 +30,7 @@ from lle.core import CarrierKind, Revocation, Scope, SmallWorld, utcnow
 from lle.errors import InvalidInputError
 from lle.flywheel.replay import validate_skill
 from lle.governance.lineage import denylist, revoke
-from lle.population.population import Population
+from lle.population.population import AgentPolicyFactory, Population
 from lle.population.types import Decision, Intent, Message, Role
 from lle.population.validation import Validator, answer, combine, note_candidate, skill_candidate, verdict_of
 from lle.runtime.parallel import PolicyFactory
@@ -138,7 +138,10 @@ def adopt(pop: Population, agent: str, share: Message, small_worlds: Sequence[Sm
                                      payload={"state": "not_imported", "reasons": [str(err)[:300]]}))
         return Adoption(agent, share.id, None, None, reply)
     rows.append_copy(pop.store, rows.CopyRow(agent, copy.item_id, share.sender, source, share.id, now.isoformat()))
-    result = validate_skill(library, copy.item_id, small_worlds, policy_factory, actor=agent)
+    if isinstance(policy_factory, AgentPolicyFactory):  # the agent's own model: replayed as it plays elsewhere
+        result = pop.replay(agent, copy.item_id, small_worlds, factory=policy_factory)
+    else:
+        result = validate_skill(library, copy.item_id, small_worlds, policy_factory, actor=agent)
     intent = Intent.adopted if result.state is SkillState.active else Intent.declined
     reply = pop.bus.post(Message(sender=agent, recipients=[share.sender], intent=intent, reply_to=share.id,
                                  created_at=now, skill_ids=[source, copy.item_id],
