@@ -315,14 +315,19 @@ def create_app(config: GatewayConfig, upstream: Upstream) -> FastAPI:
             first = await anext(lines, None)  # an upstream refusal is a proper HTTP error, before any byte
 
             async def relay() -> AsyncIterator[bytes]:
+                # One line held back: the call is recorded before the client can see its stream end, so a
+                # feedback or an end sent right after it finds the step (a loaded machine showed the race).
                 seen = [] if first is None else [first]
-                if first is not None:
-                    yield (first + "\n").encode()
+                held = first
                 async for line in lines:
                     seen.append(line)
-                    yield (line + "\n").encode()
+                    if held is not None:
+                        yield (held + "\n").encode()
+                    held = line
                 record(merge_chunks(seen))
                 gw.flush()
+                if held is not None:
+                    yield (held + "\n").encode()
 
             if episode:
                 headers["X-LLE-Episode"] = episode
