@@ -159,4 +159,5 @@ def test_the_population_strategy_runs_on_the_embedded_model(tmp_path: Path, monk
     # Both explorers and the acting agent ran the embedded model; the eval is greedy.
     assert all(s.llm is not None and "smollm2" in s.llm.model.lower() for e in by_batch.values() for s in e.steps)
     [verdict] = paired_verdicts(folder, config)
-    assert (verdict.strategy, verdict.baseline, verdict.n) == ("population", "none", 1)
+    # One held-out pair, or on a loaded machine one stopped by the wall-clock safety cap, counted apart.
+    assert (verdict.strategy, verdict.baseline, verdict.n + verdict.time_capped) == ("population", "none", 1)
