@@ -1,7 +1,7 @@
 """Harness levers on train small worlds: success, tokens and seconds per step, each lever off and on; prints JSON.
 
     .venv/bin/python benchmarks/levers.py [--models smollm2-135m,qwen2.5-coder-0.5b] [--per-family 40]
-        [--configs off,stuck,submit,memory,masks,all] [--steps 6] [--workers 2] [--suite starter]
+        [--configs off,stuck,submit,memory,masks,all] [--steps 6] [--workers 2] [--suite starter] [--store FILE.db]
 
 Every configuration runs the same train small worlds of every world of the suite (train split only:
 this is a tuning measurement, never a verdict), greedy, with the budgeted context builder and the
@@ -9,6 +9,12 @@ model's own tokenizer, as the flywheel does. Success is the world's own verdict 
 Configurations: `off` (no lever), one lever at a time (`stuck` = note then mask, `submit` = budget
 shown and the last step submit-only, `memory` = working memory, `masks` = admissible-command enums),
 and `all` together. Numbers depend on the machine and on what else runs.
+
+Every step is committed to `--store` (default `.lle/benchmarks/levers.db`), each configuration a batch of its own,
+so a killed measurement run again with the same arguments reads back its finished episodes, resumes started ones
+and plays only the rest: the full table (some 2,000 episodes) can span several sittings. Seconds per step are the
+recorded model and world time of the steps (`seconds_per_step`), so resumed parts count alike; `wall_s` is this
+sitting's.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from lle.config import Levers, RunConfig
@@ -28,6 +35,7 @@ from lle.flywheel import suite as suites
 from lle.flywheel.loop import model_path
 from lle.flywheel.strategies import SpecPolicyFactory, StrategyBuilderFactory
 from lle.runtime.parallel import run_many
+from lle.store import Store
 
 CONFIGS = {
     "off": Levers(),
@@ -55,14 +63,15 @@ def stopped_by(exp: Experience) -> str:
     return "?"
 
 
-def measure(model: str, levers: Levers, worlds: list[Any], workers: int) -> dict[str, Any]:
+def measure(model: str, levers: Levers, worlds: list[Any], workers: int, store: Store, batch: str) -> dict[str, Any]:
     path = model_path(RunConfig(model=model))
     started = time.perf_counter()
     exps = run_many(worlds, SpecPolicyFactory(model, threads=max(1, (os.cpu_count() or 2) // workers)),
                     workers=workers, context_builder_factory=StrategyBuilderFactory("none", "", path),
-                    levers=levers, record_timings=False)
+                    levers=levers, store=store, batch=batch)
     seconds = time.perf_counter() - started
     steps = [s for e in exps for s in e.steps]
+    step_ms = [(s.llm.latency_ms if s.llm else 0.0) + s.executed.duration_ms for s in steps]
     calls = [s.llm for s in steps if s.llm is not None]
     by_world: dict[str, list[bool]] = {}
     for exp in exps:
@@ -77,7 +86,7 @@ def measure(model: str, levers: Levers, worlds: list[Any], workers: int) -> dict
         "steps": len(steps),
         "prompt_tokens_per_step": round(statistics.fmean(c.prompt_tokens for c in calls), 1) if calls else None,
         "completion_tokens_per_step": round(statistics.fmean(c.completion_tokens for c in calls), 1) if calls else None,
-        "seconds_per_step": round(seconds * workers / max(len(steps), 1), 2),
+        "seconds_per_step": round(statistics.fmean(step_ms) / 1000, 2) if step_ms else None,
         "wall_s": round(seconds, 1),
     }
 
@@ -85,22 +94,28 @@ def measure(model: str, levers: Levers, worlds: list[Any], workers: int) -> dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
-    parser.add_argument("--per-family", type=int, default=40, help="train small worlds per world of the suite")
+    parser.add_argument("--per-family", type=int, default=40,
+                        help="train small worlds per task family of the suite, spread over its worlds in turn")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--suite", default="starter")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--store", default=".lle/benchmarks/levers.db",
+                        help="where every step is committed; run again with the same arguments to continue")
     args = parser.parse_args()
     suite = suites.get_suite(args.suite)
-    n = args.per_family * len(suite.worlds)
+    n = args.per_family * len({suites.family(world).family for world in suite.worlds})
     worlds = suites.draw(suite, Split.train, n, seed=args.seed, round_=0, max_steps=args.steps)
     out: dict[str, Any] = {"suite": suite.name, "per_family": args.per_family, "steps": args.steps,
                            "machine": f"{platform.machine()} {os.cpu_count()} cpus", "load_avg": os.getloadavg()[0],
                            "results": {}}
+    Path(args.store).parent.mkdir(parents=True, exist_ok=True)
+    store = Store(args.store)
     for model in args.models.split(","):
         for name in args.configs.split(","):
-            result = measure(model, CONFIGS[name], worlds, args.workers)
+            batch = f"levers/{model}/{name}/{args.suite}/s{args.steps}/n{args.per_family}/seed{args.seed}"
+            result = measure(model, CONFIGS[name], worlds, args.workers, store, batch)
             out["results"].setdefault(model, {})[name] = result
             print(f"{model} {name}: {result['solved']}/{result['episodes']} {result['by_world']}", file=sys.stderr,
                   flush=True)

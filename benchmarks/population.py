@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -98,7 +99,9 @@ def imported(file: str, out: Path, tasks: int) -> dict[str, Any]:
         copies = {r.item_id for r in message_rows.copies(pop.store) if r.agent == actor.name}
         skills = [s for s in pop.library(actor.name).skills() if s.item_id in copies]
         active = tuple(s.item_id for s in skills if s.state is SkillState.active)
-        db_path, factory = str(pop.db_path(actor.name)), pop.policy_factory(actor.name)
+        # One llama.cpp thread per worker: the held-out arms run two workers on the machine's cores.
+        threads = max(1, (os.cpu_count() or 2) // 2)
+        db_path, factory = str(pop.db_path(actor.name)), pop.policy_factory(actor.name, threads=threads)
     population_s = time.monotonic() - started
     families = [open_family(w) for w in config.worlds]
     dev = [cut(families[i % len(families)], Split.dev, i // len(families), level=config.level) for i in range(tasks)]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,8 +234,10 @@ class SpecPolicyFactory:
         if key not in self.cache.policies:
             from lle.policies.catalog import make_policy
 
-            os.environ.setdefault("LLE_THREADS", str(self.threads))
             extra: dict[str, Any] = {"lora_path": self.adapter, "adapter_id": self.adapter_id} if self.adapter else {}
+            # Passed, not left to LLE_THREADS: a worker inherits its parent's environment, and two workers of two
+            # llama.cpp threads each on two cores spin-wait on each other (steps 20-100x slower).
+            extra |= {} if self.spec.startswith("openai:") else {"n_threads": self.threads}
             extra |= {"lean": True} if self.lean else {}
             self.cache.policies[key] = make_policy(self.spec, temperature=0.0, seed=self.seed, **extra)
         policy = self.cache.policies[key]

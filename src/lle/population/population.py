@@ -107,9 +107,10 @@ class Population:
         return validate_skill(self.library(name), ref, small_worlds, factory, actor=name,
                               levers=self.agent(name).levers, max_steps=self.config.max_steps, builder=factory.builder)
 
-    def policy_factory(self, name: str, *, seed_offset: int = 0) -> AgentPolicyFactory:
+    def policy_factory(self, name: str, *, seed_offset: int = 0, threads: int | None = None) -> AgentPolicyFactory:
+        """`threads`: llama.cpp threads per model; give `cpus // workers` where episodes run in a worker pool."""
         return AgentPolicyFactory(self.agent(name), db_path=str(self.db_path(name)), cache=self.cache,
-                                  seed_offset=seed_offset)
+                                  seed_offset=seed_offset, threads=threads)
 
     def close(self) -> None:
         for store in self._stores.values():

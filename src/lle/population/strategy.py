@@ -23,6 +23,7 @@ it passes the router's gates.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,9 @@ class PopulationStrategy:
     def eval_policy(self, flywheel: Any, db_path: Path) -> AgentPolicyFactory:
         # Evaluation is greedy for every strategy: the acting agent's model (and slow model), at temperature 0.
         greedy = self.actor.model_copy(update={"temperature": 0.0})
-        return AgentPolicyFactory(greedy, db_path=str(db_path), cache=flywheel.cache, seed_offset=flywheel.config.seed)
+        threads = max(1, (os.cpu_count() or 2) // max(1, flywheel.config.workers))  # episodes run in the worker pool
+        return AgentPolicyFactory(greedy, db_path=str(db_path), cache=flywheel.cache, seed_offset=flywheel.config.seed,
+                                  threads=threads)
 
     def eval_levers(self) -> Levers:
         return self.levers(self.actor)
