@@ -1,7 +1,8 @@
 """Harness levers on train small worlds: success, tokens and seconds per step, each lever off and on; prints JSON.
 
     .venv/bin/python benchmarks/levers.py [--models smollm2-135m,qwen2.5-coder-0.5b] [--per-family 40]
-        [--configs off,stuck,submit,memory,masks,all] [--steps 6] [--workers 2] [--suite starter] [--store FILE.db]
+        [--configs off,stuck,submit,memory,masks,all] [--steps 6] [--workers 2] [--slots N] [--suite starter]
+        [--store FILE.db]
 
 Every configuration runs the same train small worlds of every world of the suite (train split only:
 this is a tuning measurement, never a verdict), greedy, with the budgeted context builder and the
@@ -14,12 +15,14 @@ Every step is committed to `--store` (default `.lle/benchmarks/levers.db`), each
 so a killed measurement run again with the same arguments reads back its finished episodes, resumes started ones
 and plays only the rest: the full table (some 2,000 episodes) can span several sittings. Seconds per step are the
 recorded model and world time of the steps (`seconds_per_step`), so resumed parts count alike; `wall_s` is this
-sitting's.
+sitting's. `--slots N` decodes N episodes together in one model (docs/32; greedy actions equal the pool's, about
+twice the episodes an hour here); its batches are named apart, since its seconds per step are not the pool's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -33,8 +36,9 @@ from lle.config import Levers, RunConfig
 from lle.core import Experience, Split
 from lle.flywheel import suite as suites
 from lle.flywheel.loop import model_path
-from lle.flywheel.strategies import SpecPolicyFactory, StrategyBuilderFactory
-from lle.runtime.parallel import run_many
+from lle.flywheel.strategies import BatchedPolicyFactory, SpecPolicyFactory, StrategyBuilderFactory
+from lle.runtime.parallel import Backend, PolicyFactory, run_many
+from lle.runtime.threaded import ThreadBackend
 from lle.store import Store
 
 CONFIGS = {
@@ -63,12 +67,17 @@ def stopped_by(exp: Experience) -> str:
     return "?"
 
 
-def measure(model: str, levers: Levers, worlds: list[Any], workers: int, store: Store, batch: str) -> dict[str, Any]:
+def measure(model: str, levers: Levers, worlds: list[Any], workers: int, store: Store, batch: str,
+            decoder: Any = None) -> dict[str, Any]:
+    """One configuration on `worlds`: a process pool of `workers`, or threads around `decoder` (batched)."""
     path = model_path(RunConfig(model=model))
+    factory: PolicyFactory = SpecPolicyFactory(model, threads=max(1, (os.cpu_count() or 2) // workers))
+    backend: Backend | str = "local"
+    if decoder is not None:
+        factory, backend = BatchedPolicyFactory(decoder), ThreadBackend(decoder.slots)
     started = time.perf_counter()
-    exps = run_many(worlds, SpecPolicyFactory(model, threads=max(1, (os.cpu_count() or 2) // workers)),
-                    workers=workers, context_builder_factory=StrategyBuilderFactory("none", "", path),
-                    levers=levers, store=store, batch=batch)
+    exps = run_many(worlds, factory, workers=workers, context_builder_factory=StrategyBuilderFactory("none", "", path),
+                    levers=levers, store=store, batch=batch, backend=backend)
     seconds = time.perf_counter() - started
     steps = [s for e in exps for s in e.steps]
     step_ms = [(s.llm.latency_ms if s.llm else 0.0) + s.executed.duration_ms for s in steps]
@@ -99,6 +108,8 @@ def main() -> None:
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--slots", type=int, default=0,
+                        help="decode N episodes together in one model (batched); 0: a process pool of --workers")
     parser.add_argument("--suite", default="starter")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--store", default=".lle/benchmarks/levers.db",
@@ -113,12 +124,19 @@ def main() -> None:
     Path(args.store).parent.mkdir(parents=True, exist_ok=True)
     store = Store(args.store)
     for model in args.models.split(","):
-        for name in args.configs.split(","):
-            batch = f"levers/{model}/{name}/{args.suite}/s{args.steps}/n{args.per_family}/seed{args.seed}"
-            result = measure(model, CONFIGS[name], worlds, args.workers, store, batch)
-            out["results"].setdefault(model, {})[name] = result
-            print(f"{model} {name}: {result['solved']}/{result['episodes']} {result['by_world']}", file=sys.stderr,
-                  flush=True)
+        with contextlib.ExitStack() as stack:
+            decoder = None
+            if args.slots:
+                from lle.policies.batched import BatchedDecoder
+
+                decoder = stack.enter_context(BatchedDecoder.from_spec(model, slots=args.slots))
+            for name in args.configs.split(","):
+                batch = f"levers/{model}/{name}/{args.suite}/s{args.steps}/n{args.per_family}/seed{args.seed}"
+                batch += f"/slots{args.slots}" if args.slots else ""
+                result = measure(model, CONFIGS[name], worlds, args.workers, store, batch, decoder)
+                out["results"].setdefault(model, {})[name] = result
+                print(f"{model} {name}: {result['solved']}/{result['episodes']} {result['by_world']}",
+                      file=sys.stderr, flush=True)
     print(json.dumps(out, indent=2))
 
 

@@ -12,6 +12,7 @@ from lle.runtime.harness import run_episode
 from lle.runtime.parallel import run_many
 from lle.runtime.threaded import ThreadBackend
 from lle.store import Store
+from lle.store.episodes import batch_episodes
 from lle.worlds.toy import KeysFamily, oracle_policy
 
 
@@ -42,3 +43,14 @@ def test_a_failing_episode_is_reported_and_a_writer_error_stops_the_run(store: S
 
     with pytest.raises(RuntimeError, match="disk full"):
         run_many(worlds, oracle_policy, store=store, backend=ThreadBackend(2), on_commit=fail)
+
+
+def test_episodes_decoded_together_get_a_wall_clock_cap_as_many_times_longer(store: Store) -> None:
+    # Episodes in threads share one model: each step waits for the others' tokens, and the wall-clock cap
+    # only stops a runaway, so the cap grows with the episodes sharing the model (here 3 jobs, 4 threads).
+    worlds = KeysFamily().small_worlds(Split.dev, 3)
+    run_many(worlds, oracle_policy, store=store, backend=ThreadBackend(4), batch="shared")
+    caps = {record.limits.max_seconds for record in batch_episodes(store, "shared").values()}
+    assert caps == {worlds[0].limits.max_seconds * 3}
+    run_many(worlds[:1], oracle_policy, store=store, backend=ThreadBackend(1), batch="alone")
+    assert {r.limits.max_seconds for r in batch_episodes(store, "alone").values()} == {worlds[0].limits.max_seconds}

@@ -18,7 +18,7 @@ import threading
 import traceback
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lle.core import Experience, Step
@@ -68,14 +68,20 @@ class _ThreadRecorder:
 
 
 class ThreadBackend:
-    """`threads` episodes at a time in threads of this process; the calling thread is the one writer."""
+    """`threads` episodes at a time in threads of this process; the calling thread is the one writer.
+
+    The episodes share one model, so each waits for the others' tokens: a step takes about `threads` times
+    as long in wall-clock time as it would alone. The wall-clock cap (`Limits.max_seconds`) only stops a
+    runaway and must never decide an outcome, so each new episode's cap is multiplied by the episodes
+    decoded together (a resumed one keeps the limits it recorded)."""
 
     def __init__(self, threads: int = 2) -> None:
         self.threads = max(1, threads)
 
     def run(self, jobs: Sequence[EpisodeJob], writer: Writer, factories: Factories) -> None:
         inbox: queue.Queue[_Message] = queue.Queue()
-        todo = deque(jobs)
+        sharing = min(self.threads, len(jobs))
+        todo = deque(shared_time_cap(job, sharing) for job in jobs)
         lock = threading.Lock()
 
         def worker() -> None:
@@ -130,3 +136,11 @@ class ThreadBackend:
             message.answer = writer.finish(message.index, message.payload)
         else:
             writer.fail(message.index, str(message.payload))
+
+
+def shared_time_cap(job: EpisodeJob, sharing: int) -> EpisodeJob:
+    """`job` with its wall-clock cap multiplied by the `sharing` episodes decoded together with it."""
+    if job.resume or sharing <= 1:
+        return job
+    limits = job.limits or job.small_world.limits
+    return replace(job, limits=limits.model_copy(update={"max_seconds": limits.max_seconds * sharing}))
