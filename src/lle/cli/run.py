@@ -21,7 +21,7 @@ from lle.errors import InvalidInputError
 from lle.flywheel import loop, report
 from lle.flywheel import suite as suites
 from lle.flywheel.evaluate import paired_verdicts, table, verdicts_by_world
-from lle.flywheel.strategies import STRATEGIES, WITH_INPUT, check_strategy
+from lle.flywheel.strategies import COMPARE_ORDER, STRATEGIES, WITH_INPUT, check_strategy
 from lle.policies import doctor
 
 # Bounds of the numeric options: past them a run would not end in any useful time (drawing a billion
@@ -131,7 +131,8 @@ def run(
                                          help="Seconds an openai:NAME server may take per request (default 30)."),
     strategy: str | None = typer.Option(None, "--strategy", help=f"One of {', '.join(STRATEGIES)}, or population "
                                         "(needs --population); default lle, population with --population."),
-    compare: bool = typer.Option(False, "--compare", help="Run none, raw, reflect and lle side by side (and "
+    compare: bool = typer.Option(False, "--compare", help="Run none, lle, raw and reflect side by side, lle "
+                                 "first so that a run cut short has its verdict (and "
                                  "population when --population is given)."),
     population: Path | None = typer.Option(None, "--population", metavar="FILE.toml", help="A population file "
                                            "(docs/95): its explorers play each round's train tasks and pool what "
@@ -185,7 +186,7 @@ def run(
         if population is not None and not compare and strategy != "population":
             raise InvalidInputError(f"--population runs the population strategy; drop --strategy {strategy}, or add "
                                     "--compare to run it beside the others")
-        chosen = [*STRATEGIES, *(["population"] if population else [])] if compare else [strategy]
+        chosen = [*COMPARE_ORDER, *(["population"] if population else [])] if compare else [strategy]
         if population is not None:
             from lle.population.config import load_population
 

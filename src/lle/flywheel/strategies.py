@@ -29,6 +29,9 @@ from lle.store import Store
 
 STRATEGIES = ("none", "raw", "reflect", "lle")
 """The strategies `lle run --compare` runs side by side."""
+COMPARE_ORDER = ("none", "lle", "raw", "reflect")
+"""The order `--compare` runs them in (one strategy after another): lle right after the shared round 0, so a run
+cut short still pairs lle with none; the baselines it must also beat come next."""
 WITH_INPUT = {"population": "--population FILE"}
 """Strategies that need an input of their own; they join a run only when it is given."""
 GOVERNED = ("lle", "population")
