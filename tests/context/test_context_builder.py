@@ -250,6 +250,25 @@ def test_an_episodic_memory_is_shown_as_its_digest() -> None:
     assert "Rules of the world" not in line and "a long thought" not in line and "credit" not in line
 
 
+def test_a_memory_of_a_loop_shows_the_repeated_step_once_with_its_count() -> None:
+    """Recorded on train with Qwen2.5-Coder-0.5B: a memory listing one `run_tests` and its failures three times
+    was continued inside the model's thought until max_tokens cut the decode; the digest shows it once."""
+    from lle.carriers.memory import memory_item_from
+    from lle.core import Experience, Outcome, PolicyInfo
+
+    failing = "run_tests: 10 passed, 2 failed (of 12)"
+    steps = [Step(index=i, request=ActionRequest(tool=tool, args={}),
+                  executed=ExecutedAction(tool=tool, args={}, allowed=True), effect=Effect(observation=seen))
+             for i, (tool, seen) in enumerate([("run_tests", failing)] * 3 + [("submit", "Submitted."),
+                                                                              ("run_tests", failing)])]
+    exp = Experience(small_world=world("Fix the bug."), policy=PolicyInfo(model="scripted"), steps=steps,
+                     outcome=Outcome.failed)
+    line = render_item(memory_item_from(exp, key_steps=5))
+    assert line.count(failing) == 2  # the run of three once, and the later step apart (not a repeat of it)
+    assert f"run_tests {{}} -> {failing} [same result 3x]; submit {{}} -> Submitted.; run_tests {{}} -> {failing}\"" \
+        in line
+
+
 def test_a_memory_shows_this_tasks_arguments_where_both_goals_say_where_they_came_from() -> None:
     """Recorded on the easy suite: SmolLM2 called calculate("6 + 7") on held-out `Calculate 2 + 4` after
     a memory of another task; the memory now shows this task's expression and hides the other's result."""

@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any
 
 from lle.actions import LEAN_KEYS, action_schema, output_format
@@ -131,8 +132,13 @@ def episode_digest(content: Mapping[str, Any], goal: str | None = None) -> str:
     """
     steps = [s for s in content.get("key_steps") or [] if isinstance(s, dict)]
     pairs, replaced = _for_this_task(steps, str(content.get("task", "")), goal)
-    shown = "; ".join(f"{s.get('tool')} {clip_end(args, 120)} -> {clip_end(result, 120)}"
-                      for s, (args, result) in zip(steps, pairs, strict=True))
+    # A loop's steps once, with their count (as `compress_trajectory` shows the history): Qwen2.5-Coder-0.5B,
+    # shown a memory of one `run_tests` and its failures three times over, went on with that pattern inside
+    # its own `thought` until the decode was cut at max_tokens (seen on train: no valid action, episode lost).
+    texts = [f"{s.get('tool')} {clip_end(args, 120)} -> {clip_end(result, 120)}"
+             for s, (args, result) in zip(steps, pairs, strict=True)]
+    shown = "; ".join(text if n == 1 else f"{text} [same result {n}x]"
+                      for text, n in ((text, len(list(run))) for text, run in groupby(texts)))
     lesson = clip_end(str(content.get("lesson", "")), 300)
     task = _task_line(str(content.get("task", "")), replaced)
     return (f"task: {task} | outcome: {content.get('outcome')} ({content.get('verification')})"
