@@ -15,7 +15,7 @@ from lle.core import ActionRequest, Experience, Limits, Outcome, SmallWorld, Spl
 from lle.evidence import assess_experience
 from lle.evidence.credit import first_divergence, group_advantages
 from lle.flywheel import curriculum, loop
-from lle.flywheel.evaluate import coverage
+from lle.flywheel.evaluate import coverage, paired_verdicts, results, table
 from lle.flywheel.suite import Suite, SuiteWorld, draw, level_size, parse_suite
 from lle.governance.lineage import active_items, revoke
 from lle.policies.scripted import ScriptedPolicy
@@ -108,6 +108,13 @@ def test_a_run_walks_the_ladder_records_each_round_and_resumes_the_same(tmp_path
     loop.Flywheel(config, tmp_path / "ws").run()  # a resumed (here: finished) run derives the same choices
     assert (folder / curriculum.FILE).read_text() == before
     assert all(json.loads(line)["strategy"] == "lle" for line in before.splitlines())
+    # Read as a run of 4 rounds cut short after its third: round 3's results, marked, and verdicts that say so.
+    for rounds, last, said in [(3, "3/3", None), (4, "3/3 (r3)", [3, 0])]:
+        as_run = config.model_copy(update={"rounds": rounds})
+        (row,) = [r for r in table(results(folder, as_run)) if (r["world"], r["strategy"]) == ("all", "lle")]
+        (verdict,) = [v.row() for v in paired_verdicts(folder, as_run)]
+        assert (row["last"], row["last_round"], verdict["n"], verdict["rounds"]) == (last, 3, 3, said)
+        assert ("the run has not evaluated its last round" in str(verdict["sentence"])) is (said is not None)
     # Coverage: train reached levels 0, 1 and 2 (one round each), the held-out set spans them too.
     cells = coverage(folder, config)["cells"]
     assert {c["level"] for c in cells if c["train"]} == {"0", "1", "2"}

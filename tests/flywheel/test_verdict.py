@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 
+from lle.flywheel.evaluate import shown_round
 from lle.flywheel.verdict import MIN_DECIDABLE, mcnemar_exact, newcombe_paired, paired_verdict
 
 
@@ -71,3 +72,10 @@ def test_the_interval_is_newcombes_paired_interval() -> None:
     verdict = paired_verdict("raw", "none", pairs(36, 12, 2, 0), time_capped=3)
     assert verdict.ci95 == pytest.approx((5.69, 34.04), abs=0.01)
     assert verdict.row()["time_capped"] == 3 and verdict.row()["solved"] == "48 vs 38"
+
+
+@pytest.mark.parametrize(("finished", "shown"), [({1: 96, 2: 96}, 2), ({1: 96, 2: 10}, 1), ({1: 96}, 1),
+                                                 ({1: 10}, 1), ({}, 2), ({1: 90, 2: 96}, 2)])
+def test_a_run_cut_short_is_read_at_its_latest_whole_evaluation(finished: dict[int, int], shown: int) -> None:
+    """Finished held-out episodes per round of a 2-round run -> the round its results are read at."""
+    assert shown_round(finished, 2) == shown

@@ -7,6 +7,7 @@ worlds' own anchors); `unknown` counts as not solved. Intervals are Wilson score
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,10 +66,27 @@ class RunResults:
                 out.time_capped += cell.time_capped
         return out
 
+    def last_round(self, strategy: str) -> int:
+        """The round `strategy`'s results are read at (`shown_round`; `none` stays at round 0)."""
+        if strategy == "none":
+            return 0
+        finished: Counter[int] = Counter()
+        for (s, r, _), cell in self.eval.items():
+            if s == strategy and r > 0:
+                finished[r] += cell.n + cell.time_capped
+        return shown_round(finished, self.config.rounds)
+
     def curve(self, strategy: str) -> list[tuple[int, Cell]]:
         """Held-out totals per round; round 0 is the shared baseline, `none` stays there."""
         rounds = [0] if strategy == "none" else list(range(0, self.config.rounds + 1))
         return [(r, self.total("none" if r == 0 else strategy, r)) for r in rounds]
+
+
+def shown_round(finished: Mapping[int, int], rounds: int) -> int:
+    """The round a strategy's held-out results are read at, from its finished evaluation episodes per round:
+    the run's last round; for a run cut short, the latest round with the most finished (an evaluation stopped
+    partway does not replace a whole one before it)."""
+    return max(finished, key=lambda r: (finished[r], r)) if finished else rounds
 
 
 def batch_round(batch: str) -> tuple[int, str]:
@@ -146,20 +164,22 @@ def results(folder: Path, config: RunConfig) -> RunResults:
 
 
 def table(res: RunResults) -> list[dict[str, object]]:
-    """The summary table: held-out success at round 0 and at the last round, per world and strategy."""
-    last = res.config.rounds
+    """The summary table: held-out success at round 0 and at the last round, per world and strategy (for a run
+    cut short, the last round each strategy was evaluated in, marked `(rN)`)."""
     rows: list[dict[str, object]] = []
     strategies = ["none", *[s for s in res.config.strategies if s != "none"]]
     for world in [*res.worlds(), "all"]:
         for strategy in strategies:
+            last = res.last_round(strategy)
+            mark = f" (r{last})" if 0 < last < res.config.rounds else ""
             if world == "all":
-                first, end = res.total("none", 0), res.total(strategy, 0 if strategy == "none" else last)
+                first, end = res.total("none", 0), res.total(strategy, last)
             else:
                 first = res.eval.get(("none", 0, world), Cell())
                 end = first if strategy == "none" else res.eval.get((strategy, last, world), Cell())
             low, high = wilson(end.passed, end.n)
             rows.append({"world": world, "strategy": strategy, "round0": f"{first.passed}/{first.n}",
-                         "last": f"{end.passed}/{end.n}", "last_rate": round(end.rate, 3),
+                         "last": f"{end.passed}/{end.n}{mark}", "last_round": last, "last_rate": round(end.rate, 3),
                          "ci95": [round(low, 3), round(high, 3)],
                          "steps_per_solved": round(end.steps_solved / end.passed, 2) if end.passed else None,
                          "tokens_per_solved": round(end.tokens_solved / end.passed) if end.passed else None,
@@ -195,16 +215,22 @@ def held_out_outcomes(db: Store, batch: str) -> dict[str, bool | None]:
 def paired_verdicts(folder: Path, config: RunConfig, world: str | None = None) -> list[Verdict]:
     """Each learning strategy's last-round held-out outcomes paired task by task with `none` (round 0, the
     same small worlds), and `lle`'s with every other strategy's (`raw`); tasks stopped by the time cap on
-    either side are left out. With `world`, only that world's held-out tasks."""
-    last = config.rounds
-    batches = {"none": ("baseline", f"{config.id}/none/r0/eval")}
-    batches |= {s: (s, f"{config.id}/{s}/r{last}/eval") for s in config.strategies if s != "none"}
+    either side are left out. With `world`, only that world's held-out tasks. A run cut short pairs each
+    strategy's last evaluated round, on the tasks both sides finished, and its verdicts say which round."""
     outcomes: dict[str, dict[str, bool | None]] = {}
-    for strategy, (db_name, batch) in batches.items():
-        path = strategy_db(folder, db_name)
-        if path.exists():
-            with Store(path) as db:
-                outcomes[strategy] = held_out_outcomes(db, batch)
+    rounds: dict[str, int] = {"none": 0}
+    for strategy in ["none", *[s for s in config.strategies if s != "none"]]:
+        path = strategy_db(folder, "baseline" if strategy == "none" else strategy)
+        if not path.exists():
+            continue
+        with Store(path) as db:
+            if strategy == "none":
+                outcomes[strategy] = held_out_outcomes(db, f"{config.id}/none/r0/eval")
+                continue
+            per_round = {r: held_out_outcomes(db, f"{config.id}/{strategy}/r{r}/eval")
+                         for r in range(1, config.rounds + 1)}
+            rounds[strategy] = shown_round({r: len(o) for r, o in per_round.items() if o}, config.rounds)
+            outcomes[strategy] = per_round.get(rounds[strategy], {})
     learning = [s for s in config.strategies if s != "none"]
     comparisons = [(s, "none") for s in learning]
     if "lle" in learning:  # governed routing against every other way of keeping experience (raw logs, …)
@@ -214,7 +240,10 @@ def paired_verdicts(folder: Path, config: RunConfig, world: str | None = None) -
         mine, theirs = outcomes.get(strategy, {}), outcomes.get(baseline, {})
         shared = sorted(t for t in set(mine) & set(theirs) if world is None or t.split(":", 1)[0] == world)
         pairs = [(bool(mine[t]), bool(theirs[t])) for t in shared if mine[t] is not None and theirs[t] is not None]
-        out.append(paired_verdict(strategy, baseline, pairs, time_capped=len(shared) - len(pairs)))
+        compared = (rounds.get(strategy, config.rounds), rounds.get(baseline, config.rounds))
+        cut = bool(pairs) and any(0 < r < config.rounds for r in compared)
+        out.append(paired_verdict(strategy, baseline, pairs, time_capped=len(shared) - len(pairs),
+                                  rounds=compared if cut else None))
     return out
 
 

@@ -86,6 +86,8 @@ class Verdict:
     """Of the difference in success, in points (percent)."""
     time_capped: int = 0
     """Tasks left out because either side was stopped by the wall-clock cap (no outcome of the agent)."""
+    rounds: tuple[int, int] | None = None
+    """The rounds compared (strategy's, baseline's) when the run was cut short before evaluating its last round."""
 
     @property
     def difference(self) -> float:
@@ -98,6 +100,13 @@ class Verdict:
 
     @property
     def sentence(self) -> str:
+        if self.rounds is not None:
+            return (f"{self._sentence} — {self.strategy} at round {self.rounds[0]}, {self.baseline} at round "
+                    f"{self.rounds[1]}: the run has not evaluated its last round (`lle run --resume RUN` goes on)")
+        return self._sentence
+
+    @property
+    def _sentence(self) -> str:
         if not self.decidable:
             return (f"too few held-out tasks to decide {self.strategy} against {self.baseline}: {self.n} paired "
                     f"(an exact test needs at least {MIN_DECIDABLE}); for the full verdict run `{FULL_VERDICT}`")
@@ -116,11 +125,12 @@ class Verdict:
                 "solved": f"{self.strategy_solved} vs {self.baseline_solved}", "difference_points":
                 round(self.difference, 1), "b": self.b, "c": self.c, "p_value": round(self.p_value, 4),
                 "ci95_points": [round(self.ci95[0], 1), round(self.ci95[1], 1)], "time_capped": self.time_capped,
-                "decidable": self.decidable, "sentence": self.sentence}
+                "decidable": self.decidable, "rounds": list(self.rounds) if self.rounds else None,
+                "sentence": self.sentence}
 
 
 def paired_verdict(strategy: str, baseline: str, pairs: Sequence[tuple[bool, bool]], *,
-                   time_capped: int = 0) -> Verdict:
+                   time_capped: int = 0, rounds: tuple[int, int] | None = None) -> Verdict:
     """The verdict from (strategy solved, baseline solved) per held-out task."""
     both = sum(1 for s, r in pairs if s and r)
     b = sum(1 for s, r in pairs if s and not r)
@@ -129,4 +139,4 @@ def paired_verdict(strategy: str, baseline: str, pairs: Sequence[tuple[bool, boo
     low, high = newcombe_paired(both, b, c, neither)
     return Verdict(strategy=strategy, baseline=baseline, n=len(pairs), strategy_solved=both + b,
                    baseline_solved=both + c, b=b, c=c, p_value=mcnemar_exact(b, c),
-                   ci95=(100 * low, 100 * high), time_capped=time_capped)
+                   ci95=(100 * low, 100 * high), time_capped=time_capped, rounds=rounds)
