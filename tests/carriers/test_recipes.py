@@ -54,9 +54,21 @@ def test_a_recipe_is_recorded_gated_and_revocable(store: Store) -> None:
     book = RecipeBook(store)
     failed = [episode(i, passed=False, loop=True, stop="StepLimit") for i in range(3)]
     store.append_experiences(failed)
-    first = book.propose_from("math", failed)
+    solved = episode(7, passed=True)
+    code = episode(8, passed=False, loop=True, stop="StepLimit")
+    code = Experience.model_validate({**code.model_dump(), "small_world": code.small_world.model_copy(
+        update={"id": "code/humaneval-v1:train:8", "world": "code/humaneval-v1", "family": "code"})}).sealed()
+    first = book.propose_from("math", [*failed, solved, code])
     assert first is not None and book.items()[first.id][1] == "candidate"
+    assert first.experience_ids == [e.id for e in failed]  # derived from math's failures, nothing else
     assert book.propose_from("math", failed) is None  # the same proposal waits for its replay once
+    sql = book.propose("sql", Levers(notes=0), reasons=["by hand"], experience_ids=[])
+    later = book.propose("math", Levers(notes=0), reasons=["by hand"], experience_ids=[])
+    # A round replays each family's oldest waiting recipe: SQL's does not wait behind math's.
+    assert [c.id for c in book.oldest_per_family(1)] == [first.id, sql.id]
+    assert [c.id for c in book.oldest_per_family(2)] == [first.id, later.id, sql.id]
+    revoke(store, sql.id, reason="test", author="tester")
+    revoke(store, later.id, reason="test", author="tester")
     assert book.levers_for("math") == Levers()  # a candidate is not in force
 
     regressed = book.decide(first.id, pairs(store, [True] * 4, [False] * 4))

@@ -175,11 +175,14 @@ class RecipeBook:
     def propose_from(self, family: str, exps: Sequence[Experience], *, actor: str | None = None) -> CarrierItem | None:
         """Failure attribution over one family's train episodes: a candidate recipe, or None."""
         current = self.levers_for(family)
-        proposal = failure_levers([e for e in exps if e.small_world.family == family], current, self._note_texts)
+        mine = [e for e in exps if e.small_world.family == family]
+        proposal = failure_levers(mine, current, self._note_texts)
         if proposal is None or self._pending(family, proposal[0]):
             return None
         levers, reasons = proposal
-        return self.propose(family, levers, reasons=reasons, experience_ids=[e.id for e in exps], actor=actor)
+        # Derived from this family's failures only: revoking another family's episode leaves it standing.
+        failed = [e.id for e in mine if e.outcome is not Outcome.passed and e.small_world.split is Split.train]
+        return self.propose(family, levers, reasons=reasons, experience_ids=failed, actor=actor)
 
     def _note_texts(self, ids: Sequence[str]) -> list[str]:
         """The stored text of the carrier items a step was shown (what a copied value is looked up in)."""
@@ -195,6 +198,12 @@ class RecipeBook:
         """Recipes waiting for their replay, oldest first."""
         return [item for item, state in self.items().values()
                 if state == "candidate" and (family is None or item.scope.family == family)]
+
+    def oldest_per_family(self, n: int) -> list[CarrierItem]:
+        """Up to `n` waiting recipes of each family, oldest first, families in name order: what a round replays."""
+        waiting = self.candidates()
+        return [c for family in sorted({c.scope.family or "" for c in waiting})
+                for c in [c for c in waiting if (c.scope.family or "") == family][:n]]
 
     def decide(self, item_id: str, episodes: Sequence[tuple[Experience, Experience]], *,
                actor: str | None = None) -> Update:

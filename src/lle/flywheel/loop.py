@@ -39,7 +39,9 @@ from lle.workspace import resolve
 MAX_SKILL_REPLAYS = 2
 """Candidate skills replayed per round: each costs 2 x `skills_min_pairs` train episodes."""
 MAX_RECIPE_REPLAYS = 1
-"""Candidate context recipes replayed per round (the same cost each)."""
+"""Candidate context recipes replayed per family a round (each costs as a skill's replay): per family, so no
+family's proposal waits for another's. On the default compare with Qwen2.5-Coder-0.5B, math's and SQL's `notes=0`
+were proposed in the same round (4 train failures each copied another task's note); SQL's waited."""
 
 
 def _population(config: RunConfig, folder: Path) -> strategies.StrategyPlugin:
@@ -345,7 +347,7 @@ class Flywheel:
             book = RecipeBook(db, base=self.config.levers, actor=f"flywheel:{self.config.id}")
             for family in sorted({e.small_world.family for e in train}):
                 book.propose_from(family, train)
-            ids = self.chosen(f"r{round_}-recipes", lambda: [c.id for c in book.candidates()[:MAX_RECIPE_REPLAYS]])
+            ids = self.chosen(f"r{round_}-recipes", lambda: [c.id for c in book.oldest_per_family(MAX_RECIPE_REPLAYS)])
             known = {item.id: item for item, _state in book.items().values()}
             candidates = [known[i] for i in ids]
             current = {c.id: book.levers_for(c.scope.family or "") for c in candidates}
