@@ -55,6 +55,10 @@ def test_too_few_tasks_say_so_and_name_the_full_verdict() -> None:
     assert mcnemar_exact(5, 0) > 0.05 and mcnemar_exact(6, 0) < 0.05  # why 6 is the least that can decide
     assert "too few held-out tasks" in quick.sentence and "lle run --compare" in quick.sentence
     assert paired_verdict("lle", "none", []).n == 0
+    small = paired_verdict("lle", "none", pairs(5, 0, 4, 50))  # 59 held-out tasks: no difference, say how
+    assert small.sentence.endswith("for the full verdict run `lle run --compare`")
+    thinned = paired_verdict("lle", "none", pairs(11, 0, 4, 76), time_capped=5)  # a full run less 5 capped
+    assert "full verdict" not in thinned.sentence
 
 
 def test_the_interval_is_newcombes_paired_interval() -> None:

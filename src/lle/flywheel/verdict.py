@@ -22,10 +22,10 @@ ALPHA = 0.05
 MIN_DECIDABLE = 6
 """Fewer paired tasks than this can never reach p < 0.05 (even 5 discordant pairs one way give p = 0.0625)."""
 FULL_VERDICT = "lle run --compare"
+"""The command that gives a verdict enough held-out tasks (printed when a run's set is too small)."""
 FULL_N = 96
 """Held-out tasks of the full verdict (the starter suite's eval size): a smaller run that shows no difference
-says how to get the full one."""
-"""The command that gives a verdict enough held-out tasks (printed when a run's set is too small)."""
+says how to get the full one; a full run whose pairs the time cap thinned does not."""
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -116,7 +116,8 @@ class Verdict:
         if self.p_value < ALPHA:
             better = "better" if self.b > self.c else "worse"
             return f"{self.strategy} is {better} than {self.baseline} on {self.n} held-out tasks ({numbers})"
-        more = f"; for the full verdict run `{FULL_VERDICT}`" if self.n < FULL_N else ""
+        held_out = self.n + self.time_capped  # the run's set, before the cap took pairs out of it
+        more = f"; for the full verdict run `{FULL_VERDICT}`" if held_out < FULL_N else ""
         return (f"no difference shown between {self.strategy} and {self.baseline} on {self.n} held-out tasks "
                 f"({numbers}){more}")
 
