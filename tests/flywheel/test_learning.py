@@ -115,6 +115,10 @@ def test_a_run_walks_the_ladder_records_each_round_and_resumes_the_same(tmp_path
         (verdict,) = [v.row() for v in paired_verdicts(folder, as_run)]
         assert (row["last"], row["last_round"], verdict["n"], verdict["rounds"]) == (last, 3, 3, said)
         assert ("the run has not evaluated its last round" in str(verdict["sentence"])) is (said is not None)
+    # A strategy the run has not evaluated yet gets no verdict and no held-out figure, not one on 0 tasks.
+    with_raw = config.model_copy(update={"strategies": ["lle", "raw"]})
+    assert [(v.strategy, v.baseline) for v in paired_verdicts(folder, with_raw)] == [("lle", "none")]
+    assert {r["last"] for r in table(results(folder, with_raw)) if r["strategy"] == "raw"} == {"–"}
     # Coverage: train reached levels 0, 1 and 2 (one round each), the held-out set spans them too.
     cells = coverage(folder, config)["cells"]
     assert {c["level"] for c in cells if c["train"]} == {"0", "1", "2"}

@@ -178,8 +178,10 @@ def table(res: RunResults) -> list[dict[str, object]]:
                 first = res.eval.get(("none", 0, world), Cell())
                 end = first if strategy == "none" else res.eval.get((strategy, last, world), Cell())
             low, high = wilson(end.passed, end.n)
+            seen = res.total(strategy, last)  # a run cut short may not have evaluated this strategy at all
+            evaluated = strategy == "none" or seen.n + seen.time_capped > 0
             rows.append({"world": world, "strategy": strategy, "round0": f"{first.passed}/{first.n}",
-                         "last": f"{end.passed}/{end.n}{mark}", "last_round": last, "last_rate": round(end.rate, 3),
+                         "last": f"{end.passed}/{end.n}{mark}" if evaluated else "–", "last_round": last, "last_rate": round(end.rate, 3),
                          "ci95": [round(low, 3), round(high, 3)],
                          "steps_per_solved": round(end.steps_solved / end.passed, 2) if end.passed else None,
                          "tokens_per_solved": round(end.tokens_solved / end.passed) if end.passed else None,
@@ -238,6 +240,8 @@ def paired_verdicts(folder: Path, config: RunConfig, world: str | None = None) -
     out = []
     for strategy, baseline in comparisons:
         mine, theirs = outcomes.get(strategy, {}), outcomes.get(baseline, {})
+        if not mine or not theirs:
+            continue  # a strategy a run cut short has not evaluated yet: no verdict, rather than one on 0 tasks
         shared = sorted(t for t in set(mine) & set(theirs) if world is None or t.split(":", 1)[0] == world)
         pairs = [(bool(mine[t]), bool(theirs[t])) for t in shared if mine[t] is not None and theirs[t] is not None]
         compared = (rounds.get(strategy, config.rounds), rounds.get(baseline, config.rounds))
