@@ -78,6 +78,7 @@ def test_a_recipe_is_recorded_gated_and_revocable(store: Store) -> None:
     second = book.propose("math", Levers(stuck="note"), reasons=["by hand"], experience_ids=[])
     update = book.decide(second.id, pairs(store, [False, True, False, False], [True, True, False, False]))
     assert update.op is UpdateOp.activate and update.gate.name == "recipe_replay"
+    assert update.gate.reasons == ["2/4 under this recipe vs 1/4 under the one in force (effect +0.25), used in 4"]
     assert book.levers_for("math") == Levers(stuck="note", recipe=second.id) and book.levers_for("sql") == Levers()
 
     third = book.propose("math", Levers(stuck="mask", working_memory=True), reasons=["by hand"], experience_ids=[])

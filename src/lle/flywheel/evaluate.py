@@ -181,7 +181,8 @@ def table(res: RunResults) -> list[dict[str, object]]:
             seen = res.total(strategy, last)  # a run cut short may not have evaluated this strategy at all
             evaluated = strategy == "none" or seen.n + seen.time_capped > 0
             rows.append({"world": world, "strategy": strategy, "round0": f"{first.passed}/{first.n}",
-                         "last": f"{end.passed}/{end.n}{mark}" if evaluated else "–", "last_round": last, "last_rate": round(end.rate, 3),
+                         "last": f"{end.passed}/{end.n}{mark}" if evaluated else "–", "last_round": last,
+                         "last_rate": round(end.rate, 3),
                          "ci95": [round(low, 3), round(high, 3)],
                          "steps_per_solved": round(end.steps_solved / end.passed, 2) if end.passed else None,
                          "tokens_per_solved": round(end.tokens_solved / end.passed) if end.passed else None,
