@@ -221,9 +221,8 @@ class RecipeBook:
                 raise InvalidInputError(f"pair {before.id}/{after.id}: both arms must play the same train small world")
         wins = sum(b.outcome is Outcome.passed for _, b in episodes)
         base = sum(a.outcome is Outcome.passed for a, _ in episodes)
-        arms = "under this recipe vs {without} under the one in force"
         gate = gates.skills_replay_gate(len(episodes), len(episodes), wins, base, config=self.config,
-                                        name="recipe_replay", subject=arms)
+                                        name="recipe_replay", arms=("under this recipe", "under the one in force"))
         ids = [e.id for pair in episodes for e in pair]
         if gate.passed:
             previous = self.active(item.scope.family or "")

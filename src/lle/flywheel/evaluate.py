@@ -168,9 +168,12 @@ def table(res: RunResults) -> list[dict[str, object]]:
     cut short, the last round each strategy was evaluated in, marked `(rN)`)."""
     rows: list[dict[str, object]] = []
     strategies = ["none", *[s for s in res.config.strategies if s != "none"]]
+    shown = {s: res.last_round(s) for s in strategies}
+    # A run cut short may not have evaluated a strategy at all: it shows "–", not "0/0".
+    evaluated = {"none"} | {s for s, r, _ in res.eval if r > 0}
     for world in [*res.worlds(), "all"]:
         for strategy in strategies:
-            last = res.last_round(strategy)
+            last = shown[strategy]
             mark = f" (r{last})" if 0 < last < res.config.rounds else ""
             if world == "all":
                 first, end = res.total("none", 0), res.total(strategy, last)
@@ -178,10 +181,8 @@ def table(res: RunResults) -> list[dict[str, object]]:
                 first = res.eval.get(("none", 0, world), Cell())
                 end = first if strategy == "none" else res.eval.get((strategy, last, world), Cell())
             low, high = wilson(end.passed, end.n)
-            seen = res.total(strategy, last)  # a run cut short may not have evaluated this strategy at all
-            evaluated = strategy == "none" or seen.n + seen.time_capped > 0
             rows.append({"world": world, "strategy": strategy, "round0": f"{first.passed}/{first.n}",
-                         "last": f"{end.passed}/{end.n}{mark}" if evaluated else "–", "last_round": last,
+                         "last": f"{end.passed}/{end.n}{mark}" if strategy in evaluated else "–", "last_round": last,
                          "last_rate": round(end.rate, 3),
                          "ci95": [round(low, 3), round(high, 3)],
                          "steps_per_solved": round(end.steps_solved / end.passed, 2) if end.passed else None,

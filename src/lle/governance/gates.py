@@ -171,14 +171,13 @@ def skills_gate(supporters: Sequence[Experience], *, config: GateConfig = DEFAUL
 
 def skills_replay_gate(pairs: int, used: int, with_skill: int, without: int, *,
                        config: GateConfig = DEFAULT, name: str = "skills_replay",
-                       subject: str = "with the skill vs {without} without") -> GateResult:
+                       arms: tuple[str, str] = ("with the skill", "without")) -> GateResult:
     """Validation A/B over `pairs` small worlds: successes with the skill offered vs without; `used`
     counts the pairs whose skill arm really called it. Passes on a non-negative effect (within
     `skills_max_regression`) measured on at least `skills_min_pairs` pairs that used it. A context recipe's
-    replay is the same gate under its own `name` and `subject` (what its two arms were)."""
+    replay is the same gate under its own `name` and `arms` (what its two arms ran under)."""
     effect = (with_skill - without) / pairs if pairs else 0.0
-    arms = subject.format(without=f"{without}/{pairs}")
-    summary = f"{with_skill}/{pairs} {arms} (effect {effect:+.2f}), used in {used}"
+    summary = f"{with_skill}/{pairs} {arms[0]} vs {without}/{pairs} {arms[1]} (effect {effect:+.2f}), used in {used}"
     reasons = []
     if used < config.skills_min_pairs:
         reasons.append(f"{summary}: {config.skills_min_pairs} paired episodes that use it are needed")
