@@ -40,6 +40,10 @@ class Levers(Record):
     notes: int | None = Field(default=None, ge=0)
     """Most carrier items (rules, memories) shown as notes; None: as many as the budget allows, 0: none. A
     recipe sets it when a family's failures copy arguments from other tasks' notes (`lle.carriers.recipes`)."""
+    failed_notes: bool = True
+    """Memories of failed episodes among the notes; False: only successes and contrasts (a failure beside the
+    success that followed it). A 135M model copied a failed memory's call verbatim on held-out tasks; a recipe
+    turns it off when a family's failures copy from failed memories, before it tries showing no notes at all."""
     thought_chars: int | None = None
     """Cap on the action's `thought` (decoded under `maxLength`): a step of a small model costs tens of tokens."""
     expect_chars: int | None = None

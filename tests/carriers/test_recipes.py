@@ -6,6 +6,7 @@ from lle.carriers.recipes import RecipeBook, failure_levers
 from lle.config import Levers
 from lle.core import (
     ActionRequest,
+    CarrierItem,
     Effect,
     ExecutedAction,
     Experience,
@@ -93,9 +94,11 @@ def test_a_recipe_is_recorded_gated_and_revocable(store: Store) -> None:
     assert history.count(UpdateOp.activate) == 2 and UpdateOp.supersede in history
 
 
-def test_failures_that_copy_another_tasks_note_propose_showing_no_notes_and_the_harness_obeys() -> None:
+def test_failures_that_copy_another_tasks_note_propose_hiding_failed_memories_then_no_notes() -> None:
     """Measured on math-easy: with lle's memories shown, SmolLM2 called calculate("6 + 7") on `Calculate 8 - 6`
-    and held-out success fell from 8/24 to 2/24; the recipe that shows no notes is what the A/B replay can test."""
+    and held-out success fell from 8/24 to 2/24; on the default compare it lost its one solved held-out task by
+    repeating a *failed* memory's call. Copies from failed memories propose hiding those first (successes and
+    contrasts may still help); copies from any other note, showing none. The A/B replay then decides."""
     from lle.carriers.memory import memory_item_from
     from lle.context import BudgetedContextBuilder
     from lle.policies.scripted import ScriptedPolicy
@@ -104,12 +107,16 @@ def test_failures_that_copy_another_tasks_note_propose_showing_no_notes_and_the_
 
     family = ArithFamily()
     other = family.small_world(Split.train, 5, level=0)
-    note = memory_item_from(Experience(
-        small_world=other, policy=PolicyInfo(model="scripted"), outcome=Outcome.passed,
-        steps=[Step(index=0, request=ActionRequest(tool="calculate", args=reference_actions(other)[0].args),
-                    executed=ExecutedAction(tool="calculate", args=reference_actions(other)[0].args, allowed=True),
-                    effect=Effect(observation="= 1"))]))
-    copied = str(reference_actions(other)[0].args["expression"])
+    call = reference_actions(other)[0].args
+    copied = str(call["expression"])
+
+    def memory(outcome: Outcome) -> CarrierItem:
+        return memory_item_from(Experience(
+            small_world=other, policy=PolicyInfo(model="scripted"), outcome=outcome,
+            steps=[Step(index=0, request=ActionRequest(tool="calculate", args=call),
+                        executed=ExecutedAction(tool="calculate", args=call, allowed=True),
+                        effect=Effect(observation="= 1"))]))
+
     seen: list[list[str]] = []
 
     def copy_the_note(context):  # type: ignore[no-untyped-def]
@@ -117,17 +124,27 @@ def test_failures_that_copy_another_tasks_note_propose_showing_no_notes_and_the_
         return ActionRequest(tool="calculate", args={"expression": copied})
 
     worlds = [family.small_world(Split.train, s, level=0) for s in (6, 7)]
-    builder = lambda: BudgetedContextBuilder(items=[note])  # noqa: E731
-    failed = [run_episode(sw, ScriptedPolicy(copy_the_note), context_builder=builder(),
-                          limits=sw.limits.model_copy(update={"max_steps": 2})) for sw in worlds]
-    assert all(copied not in sw.goal for sw in worlds) and all(e.outcome is not Outcome.passed for e in failed)
-    texts = {note.id: str(note.content)}
-    levers, reasons = failure_levers(failed, Levers(), lambda ids: [texts[i] for i in ids if i in texts]) or (None, [])
-    assert levers is not None and levers.notes == 0 and any("only a note of another task" in r for r in reasons)
-    in_force = Levers(notes=0, stuck="mask", submit_discipline=True)
-    assert failure_levers(failed, in_force, lambda ids: [texts[i] for i in ids if i in texts]) is None
-    # Under that recipe the harness shows no notes: the step's refs carry no item.
-    seen.clear()
-    run_episode(worlds[0], ScriptedPolicy(copy_the_note), context_builder=builder(), levers=Levers(notes=0),
-                limits=worlds[0].limits.model_copy(update={"max_steps": 1}))
-    assert seen == [[]]
+    assert all(copied not in sw.goal for sw in worlds)
+    for note, first in ((memory(Outcome.passed), {"notes": 0}), (memory(Outcome.failed), {"failed_notes": False})):
+        failed = [run_episode(sw, ScriptedPolicy(copy_the_note), context_builder=BudgetedContextBuilder(items=[note]),
+                              limits=sw.limits.model_copy(update={"max_steps": 2})) for sw in worlds]
+        assert all(e.outcome is not Outcome.passed for e in failed)
+        shown = lambda ids, note=note: [note] if note.id in ids else []  # noqa: E731
+        levers, reasons = failure_levers(failed, Levers(), shown) or (None, [])
+        assert levers is not None and levers.model_dump(include=set(first)) == first, (note.content, levers)
+        assert any("only a" in r and "of another task" in r for r in reasons)
+        # Once failed memories are hidden, a copy (from what is still shown) proposes showing no notes.
+        later, _ = failure_levers(failed, Levers(failed_notes=False), shown) or (None, [])
+        assert later is not None and later.notes == 0
+        in_force = Levers(notes=0, stuck="mask", submit_discipline=True)
+        assert failure_levers(failed, in_force, shown) is None
+
+    # Under `failed_notes=False` the harness shows the success, not the failure; under `notes=0`, nothing.
+    passed, failed_note = memory(Outcome.passed), memory(Outcome.failed)
+    for levers, expected in ((Levers(failed_notes=False), [[passed.id]]), (Levers(notes=0), [[]]),
+                             (Levers(), [[passed.id, failed_note.id]])):
+        seen.clear()
+        run_episode(worlds[0], ScriptedPolicy(copy_the_note), levers=levers,
+                    context_builder=BudgetedContextBuilder(items=[passed, failed_note]),
+                    limits=worlds[0].limits.model_copy(update={"max_steps": 1}))
+        assert seen == expected, levers

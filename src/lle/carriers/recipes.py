@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pydantic import JsonValue
 
 from lle.config import Levers
+from lle.context.builder import failed_memory
 from lle.core import (
     CarrierItem,
     CarrierKind,
@@ -43,15 +44,21 @@ def recipe_scope(family: str) -> Scope:
     return Scope(level=ScopeLevel.family, family=family)
 
 
+Notes = Callable[[Sequence[str]], list[CarrierItem]]
+"""The carrier items of these ids (what a step was shown)."""
+
+
 def failure_levers(exps: Sequence[Experience], current: Levers,
-                   notes: Callable[[Sequence[str]], list[str]] | None = None) -> tuple[Levers, list[str]] | None:
+                   notes: Notes | None = None) -> tuple[Levers, list[str]] | None:
     """The levers that failure attribution proposes for episodes of one family, with the reasons.
 
     A loop (the same action repeated with the same result) is a failure of the runtime, not of the
     model's knowledge: it proposes stuck masks. An episode that ran out of steps without handing in
     an answer proposes the submit discipline. Failures that called a tool with an argument only a note
-    showed (copied from another task: `notes` gives the texts of the items a step was shown) are a
-    failure of the context: they propose showing no notes. Successes propose nothing.
+    showed (copied from another task: `notes` gives the carrier items a step was shown) are a failure of
+    the context: copied from memories of failed episodes, they propose showing successes and contrasts
+    only; copied from any other note (or once failed memories are already hidden), showing no notes.
+    Successes propose nothing.
     """
     failed = [e for e in exps if e.outcome is not Outcome.passed and e.small_world.split is Split.train]
     reasons: list[str] = []
@@ -64,10 +71,15 @@ def failure_levers(exps: Sequence[Experience], current: Levers,
     if unsubmitted and not current.submit_discipline:
         update["submit_discipline"] = True
         reasons.append(f"{len(unsubmitted)} failed episodes ran out of steps without handing in an answer")
-    copied = [e for e in failed if notes is not None and copied_from_notes(e, notes)]
-    if len(copied) >= MIN_COPIES and current.notes != 0:
+    sources = [found for e in failed if notes is not None and (found := copied_notes(e, notes))]
+    from_failures = [found for found in sources if all(failed_memory(i) for i in found)]
+    if len(from_failures) >= MIN_COPIES and current.failed_notes and current.notes != 0:
+        update["failed_notes"] = False  # the narrower change first: the successes' notes may still help
+        reasons.append(f"{len(from_failures)} failed episodes called a tool with an argument that only a memory of "
+                       "another task's failed episode showed")
+    elif len(sources) >= MIN_COPIES and current.notes != 0:
         update["notes"] = 0
-        reasons.append(f"{len(copied)} failed episodes called a tool with an argument that only a note of another "
+        reasons.append(f"{len(sources)} failed episodes called a tool with an argument that only a note of another "
                        "task showed")
     if not update:
         return None
@@ -76,26 +88,27 @@ def failure_levers(exps: Sequence[Experience], current: Levers,
 
 
 MIN_COPIES = 2
-"""Failed episodes that copied from notes before showing none is proposed (the A/B replay then decides)."""
+"""Failed episodes that copied from notes before a change to the notes is proposed (the A/B replay then decides)."""
 
 
-def copied_from_notes(exp: Experience, notes: Callable[[Sequence[str]], list[str]]) -> bool:
-    """Whether a step called a tool with a text argument (3+ characters) that its own goal and observations so
-    far never showed and a note it was shown did: the model copied another task's value."""
+def copied_notes(exp: Experience, notes: Notes) -> list[CarrierItem]:
+    """The notes a step copied from: at the first step that called a tool with a text argument (3+ characters)
+    that its own goal and observations so far never showed, the notes it was shown that did. None: no copy."""
     seen = exp.small_world.goal
-    texts: dict[tuple[str, ...], list[str]] = {}  # an episode is shown the same notes at every step: read them once
+    shown: dict[tuple[str, ...], list[tuple[CarrierItem, str]]] = {}  # the same notes at every step: read once
     for step in exp.steps:
         expanded = any(f.source == "runtime" and f.kind == "skill" for f in step.feedback)  # the runtime's args
         refs = tuple(step.context_refs)
-        if refs and not expanded and refs not in texts:
-            texts[refs] = notes(refs)
-        shown = texts.get(refs, []) if not expanded else []
+        if refs and not expanded and refs not in shown:
+            shown[refs] = [(i, json.dumps(i.content, ensure_ascii=False)) for i in notes(refs)]
+        here = shown.get(refs, []) if not expanded else []
         for value in step.request.args.values():
             text = str(value).strip() if isinstance(value, str | int | float) else ""
-            if len(text) >= 3 and text not in seen and any(text in note for note in shown):
-                return True
+            found = [item for item, note in here if len(text) >= 3 and text not in seen and text in note]
+            if found:
+                return found
         seen += "\n" + step.effect.observation
-    return False
+    return []
 
 
 def _stop_reason(exp: Experience) -> str | None:
@@ -176,7 +189,7 @@ class RecipeBook:
         """Failure attribution over one family's train episodes: a candidate recipe, or None."""
         current = self.levers_for(family)
         mine = [e for e in exps if e.small_world.family == family]
-        proposal = failure_levers(mine, current, self._note_texts)
+        proposal = failure_levers(mine, current, self._notes)
         if proposal is None or self._pending(family, proposal[0]):
             return None
         levers, reasons = proposal
@@ -184,9 +197,9 @@ class RecipeBook:
         failed = [e.id for e in mine if e.outcome is not Outcome.passed and e.small_world.split is Split.train]
         return self.propose(family, levers, reasons=reasons, experience_ids=failed, actor=actor)
 
-    def _note_texts(self, ids: Sequence[str]) -> list[str]:
-        """The stored text of the carrier items a step was shown (what a copied value is looked up in)."""
-        return [json.dumps(i.content, ensure_ascii=False) for i in self.store.items_by_id(list(ids))]
+    def _notes(self, ids: Sequence[str]) -> list[CarrierItem]:
+        """The stored carrier items a step was shown (what a copied value is looked up in)."""
+        return self.store.items_by_id(list(ids))
 
     def decided(self, item_id: str, experience_ids: Sequence[str]) -> bool:
         """True when an update of the recipe already lists these experiences (a resumed run decides once)."""

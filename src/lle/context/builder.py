@@ -30,7 +30,7 @@ from typing import Any
 from lle.actions import LEAN_KEYS, action_schema, output_format
 from lle.context import binding
 from lle.context.compress import TrajectoryLine, clip_end, compress_trajectory, format_line, shorten_middle
-from lle.core import CarrierItem, Context, Message, Scope, SmallWorld, Step, ToolSpec
+from lle.core import CarrierItem, Context, Message, Outcome, Scope, SmallWorld, Step, ToolSpec
 from lle.errors import InvalidInputError
 
 CountTokens = Callable[[str], int]
@@ -166,6 +166,12 @@ def contrast_digest(content: Mapping[str, Any], goal: str | None = None) -> str:
     return f"task: {_task_line(task, replaced)} | contrast: {clip_end(lesson, 300)}"
 
 
+def failed_memory(item: CarrierItem) -> bool:
+    """An episodic memory of an episode that did not pass, failed or unverified (a contrast or a rule is not one)."""
+    content = item.content
+    return isinstance(content, dict) and content.get("kind") == "episode" and content.get("outcome") != Outcome.passed
+
+
 def render_item(item: CarrierItem, goal: str | None = None) -> str:
     """An item as quoted data: id, carrier, scope, then its content as a JSON string literal
     (an episodic or contrast memory as its digest, for the task of `goal` when given)."""
@@ -269,6 +275,7 @@ class BudgetedContextBuilder:
         keep_last_steps: int = 1,
         max_history: int = 12,
         max_items: int | None = None,
+        show_failed: bool = True,
         role: str = "You are an agent acting in a task environment through tools, one tool call per turn.",
         lean: bool = False,
     ) -> None:
@@ -282,6 +289,8 @@ class BudgetedContextBuilder:
         self.max_history = max_history
         self.max_items = max_items
         """Most items shown (the harness sets it from the `notes` lever of the recipe in force)."""
+        self.show_failed = show_failed
+        """Whether memories of failed episodes are shown (the `failed_notes` lever of the recipe in force)."""
         self.role = role
         self.lean = lean
         """The output format shows the lean action (short keys, no spaces) a lean policy decodes."""
@@ -330,6 +339,8 @@ class BudgetedContextBuilder:
         if self.retrieve is not None:
             seen = {i.id for i in items}
             items += [i for i in self.retrieve(small_world, observation) if i.id not in seen]
+        if not self.show_failed:  # before the cap: the cap then counts what is shown
+            items = [i for i in items if not failed_memory(i)]
         if self.max_items is not None:
             items = items[:self.max_items]
         recent = history[-self.max_history:] if self.max_history > 0 else []

@@ -276,6 +276,8 @@ class Episode:
         self.lever_state = LeverState(self.levers, self.limits.max_steps, self.world)
         if self.levers.notes is not None and hasattr(self.builder, "max_items"):  # the recipe's cap on notes
             self.builder.max_items = self.levers.notes
+        if not self.levers.failed_notes and hasattr(self.builder, "show_failed"):  # successes and contrasts only
+            self.builder.show_failed = False
         # Resume re-derives the levers' memory from the committed steps, so it acts as an unkilled run would.
         self.lever_state.detections = sum(
             1 for step in self.history for fb in step.feedback
