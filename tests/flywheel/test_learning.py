@@ -118,7 +118,7 @@ def test_a_run_walks_the_ladder_records_each_round_and_resumes_the_same(tmp_path
     # A strategy the run has not evaluated yet gets no verdict and no held-out figure, not one on 0 tasks.
     with_raw = config.model_copy(update={"strategies": ["lle", "raw"]})
     assert [(v.strategy, v.baseline) for v in paired_verdicts(folder, with_raw)] == [("lle", "none")]
-    assert {r["last"] for r in table(results(folder, with_raw)) if r["strategy"] == "raw"} == {"–"}
+    assert {(r["last"], r["ci95"]) for r in table(results(folder, with_raw)) if r["strategy"] == "raw"} == {("–", None)}
     # Coverage: train reached levels 0, 1 and 2 (one round each), the held-out set spans them too.
     cells = coverage(folder, config)["cells"]
     assert {c["level"] for c in cells if c["train"]} == {"0", "1", "2"}

@@ -181,10 +181,11 @@ def table(res: RunResults) -> list[dict[str, object]]:
                 first = res.eval.get(("none", 0, world), Cell())
                 end = first if strategy == "none" else res.eval.get((strategy, last, world), Cell())
             low, high = wilson(end.passed, end.n)
+            known = strategy in evaluated
             rows.append({"world": world, "strategy": strategy, "round0": f"{first.passed}/{first.n}",
-                         "last": f"{end.passed}/{end.n}{mark}" if strategy in evaluated else "–", "last_round": last,
+                         "last": f"{end.passed}/{end.n}{mark}" if known else "–", "last_round": last,
                          "last_rate": round(end.rate, 3),
-                         "ci95": [round(low, 3), round(high, 3)],
+                         "ci95": [round(low, 3), round(high, 3)] if known else None,  # not 0–1 on no tasks
                          "steps_per_solved": round(end.steps_solved / end.passed, 2) if end.passed else None,
                          "tokens_per_solved": round(end.tokens_solved / end.passed) if end.passed else None,
                          "time_capped": end.time_capped})
