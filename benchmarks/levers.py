@@ -17,6 +17,10 @@ and plays only the rest: the full table (some 2,000 episodes) can span several s
 recorded model and world time of the steps (`seconds_per_step`), so resumed parts count alike; `wall_s` is this
 sitting's. `--slots N` decodes N episodes together in one model (docs/32; greedy actions equal the pool's, about
 twice the episodes an hour here); its batches are named apart, since its seconds per step are not the pool's.
+
+A store does not outlive its machine, so each finished (model, configuration) is also written to `--results`
+(default `benchmarks/results/levers/`, kept with the code): a later sitting, on this machine or another, skips
+what is there and prints the whole table, those measured before included (each says when and at which commit).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -100,6 +105,12 @@ def measure(model: str, levers: Levers, worlds: list[Any], workers: int, store: 
     }
 
 
+def commit() -> str | None:
+    """The code's commit, so a saved result says what it measured."""
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    return found.stdout.strip() or None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
@@ -114,7 +125,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--store", default=".lle/benchmarks/levers.db",
                         help="where every step is committed; run again with the same arguments to continue")
+    parser.add_argument("--results", default="benchmarks/results/levers",
+                        help="a folder of finished (model, configuration) results: those there are not measured again")
     args = parser.parse_args()
+    unknown = sorted(set(args.configs.split(",")) - set(CONFIGS))
+    if unknown:
+        parser.error(f"--configs: unknown {', '.join(unknown)}; choose from {','.join(CONFIGS)}")
     suite = suites.get_suite(args.suite)
     n = args.per_family * len({suites.family(world).family for world in suite.worlds})
     worlds = suites.draw(suite, Split.train, n, seed=args.seed, round_=0, max_steps=args.steps)
@@ -125,15 +141,23 @@ def main() -> None:
     store = Store(args.store)
     for model in args.models.split(","):
         with contextlib.ExitStack() as stack:
-            decoder = None
-            if args.slots:
-                from lle.policies.batched import BatchedDecoder
-
-                decoder = stack.enter_context(BatchedDecoder.from_spec(model, slots=args.slots))
+            decoder = None  # loaded on the first configuration to measure: none may be left
             for name in args.configs.split(","):
                 batch = f"levers/{model}/{name}/{args.suite}/s{args.steps}/n{args.per_family}/seed{args.seed}"
                 batch += f"/slots{args.slots}" if args.slots else ""
+                saved = Path(args.results) / (batch.removeprefix("levers/").replace("/", "-") + ".json")
+                if saved.exists():  # measured in an earlier sitting (perhaps on another machine)
+                    out["results"].setdefault(model, {})[name] = json.loads(saved.read_text(encoding="utf-8"))
+                    continue
+                if decoder is None and args.slots:
+                    from lle.policies.batched import BatchedDecoder
+
+                    decoder = stack.enter_context(BatchedDecoder.from_spec(model, slots=args.slots))
                 result = measure(model, CONFIGS[name], worlds, args.workers, store, batch, decoder)
+                result |= {"measured": time.strftime("%Y-%m-%d", time.gmtime()), "commit": commit(),
+                           "machine": out["machine"]}
+                saved.parent.mkdir(parents=True, exist_ok=True)
+                saved.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
                 out["results"].setdefault(model, {})[name] = result
                 print(f"{model} {name}: {result['solved']}/{result['episodes']} {result['by_world']}",
                       file=sys.stderr, flush=True)
