@@ -104,7 +104,9 @@ def copied_notes(exp: Experience, notes: Notes) -> list[CarrierItem]:
         here = shown.get(refs, []) if not expanded else []
         for value in step.request.args.values():
             text = str(value).strip() if isinstance(value, str | int | float) else ""
-            found = [item for item, note in here if len(text) >= 3 and text not in seen and text in note]
+            if len(text) < 3 or text in seen:
+                continue  # too short to tell, or the episode's own value
+            found = [item for item, note in here if text in note]
             if found:
                 return found
         seen += "\n" + step.effect.observation
