@@ -97,10 +97,17 @@ class RunConfig(Record):
     """Train each levelled family at the level where it sometimes succeeds (`lle.flywheel.curriculum`)."""
     band: tuple[float, float] = (0.1, 0.7)
     """The curriculum's learnable band of train success: above it a family moves up a level."""
+    baseline: bool = Field(default=True, exclude_if=lambda v: v is True)
+    """Evaluate `none` at round 0. False for an arm of a compare whose `none` comes from another run's outcomes
+    file (`lle.flywheel.outcomes`): the verdict then needs that file."""
     monitor: bool = True
-    """Watch each activation's held-out effect in later rounds and roll back a regression (`lle.flywheel.monitor`)."""
+    """Watch each activation's effect in later rounds on a fixed set of train small worlds and roll back a
+    regression (`lle.flywheel.monitor`); held-out outcomes never decide what is kept."""
+    monitor_watch: int = Field(default=16, ge=1)
+    """The monitor's watch set: train small worlds stratified like the held-out set, evaluated greedily by `lle`
+    after each round (and by `none` before the first)."""
     monitor_min_pairs: int = Field(default=4, ge=1)
-    """The monitor's rule: held-out tasks of the family needed before a regression can be called."""
+    """The monitor's rule: watch-set tasks of the family needed before a regression can be called."""
     monitor_max_drop: float = Field(default=0.0, ge=0.0, le=100.0)
     """The monitor's rule: a regression's 95 % interval lies wholly below minus this many points."""
     verification_budget: int | None = Field(default=None, ge=0)

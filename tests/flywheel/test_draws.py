@@ -10,7 +10,7 @@ import pytest
 from lle import registry
 from lle.core import SmallWorld, Split
 from lle.errors import InvalidInputError
-from lle.flywheel.suite import Suite, SuiteWorld, draw, draw_for_skill, family, load_suite
+from lle.flywheel.suite import Suite, SuiteWorld, draw, draw_for_skill, draw_watch, family, load_suite
 from lle.worlds.base import BaseWorld, TaskFamily, split_of
 from lle.worlds.sql.world import split_seeds
 
@@ -118,3 +118,15 @@ def test_the_starter_suite_takes_one_world_of_each_family_first() -> None:
     assert {sw.world for sw in replay} == {"sql/shop-v1", "sql/library-v1"}
     assert all(sw.limits.max_steps == starter.max_steps for sw in replay)
     assert draw_for_skill(starter, "toy", 4, seed=0, round_=1) == []
+
+
+def test_the_monitors_watch_set_is_train_stratified_like_the_held_out_set_and_fixed() -> None:
+    suite = Suite("mixed", (SuiteWorld("toy/keys-v1"), SuiteWorld(GRID_ID), SuiteWorld("sql/shop-v1")), max_steps=5)
+    watch = draw_watch(suite, 12, seed=0)
+    assert all(sw.split is Split.train for sw in watch) and len({sw.id for sw in watch}) == 12
+    assert Counter(sw.world for sw in watch) == {"toy/keys-v1": 4, GRID_ID: 4, "sql/shop-v1": 4}
+    assert Counter(sw.project for sw in watch if sw.world == "toy/keys-v1") == {"manor": 2, "cellar": 2}
+    assert [sw.id for sw in watch] == [sw.id for sw in draw_watch(suite, 12, seed=0)]  # the same every round
+    assert [sw.id for sw in watch] != [sw.id for sw in draw_watch(suite, 12, seed=1)]
+    held_out = {sw.id for sw in draw(suite, Split.dev, 12, seed=0, round_=0)}
+    assert not held_out & {sw.id for sw in watch}

@@ -20,7 +20,7 @@ from viewer.served_app import TOKEN, Served, free_port
 def toy_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     workspace = tmp_path_factory.mktemp("viewer") / "ws"
     config = RunConfig(suite="toy", model="oracle", strategies=["lle"], rounds=1, train_per_round=4, eval_tasks=2,
-                       workers=1)
+                       workers=1, monitor_watch=2)
     loop.Flywheel(config, workspace).run()
     return workspace, config.id
 

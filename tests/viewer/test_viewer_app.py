@@ -97,7 +97,7 @@ def test_the_workspace_store_and_a_copied_placeholder(tmp_path: Path) -> None:
 
 
 def test_a_run_not_finished_shows_its_progress(copy: tuple[Path, str]) -> None:
-    workspace, run = copy
+    workspace, run = copy  # 2 held-out tasks at round 0, 4 train and 2 held-out in round 1, 2 watched at both
     (loop.run_folder(run, workspace) / "finished_at").unlink()  # as while it runs, or after a kill
     page = TestClient(create_app(workspace, "t")).get(f"/runs/{run}").text
-    assert "In progress" in page and "8 of 8 planned episodes" in page and f"lle run --resume {run}" in page
+    assert "In progress" in page and "12 of 12 planned episodes" in page and f"lle run --resume {run}" in page

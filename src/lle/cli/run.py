@@ -157,6 +157,8 @@ def run(
     quick: bool = typer.Option(False, "--quick", help="A small run on the easy suite (1 round, 6 train in groups of "
                                "2, 18 held-out, 4 steps an episode; ~8 min on 2 cores): it says when it is too small "
                                "to decide."),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Evaluate none at round 0; --no-baseline "
+                                  "for an arm of a compare whose none comes from another run (docs/90)."),
     scenario: str | None = typer.Option(None, "--scenario", help="poison: inject instructions and preferences."),
     weights_min_rows: int | None = typer.Option(None, "--weights-min-rows", min=1, max=MAX_TASKS * 100,
                                                 help="lle trains a LoRA adapter after a round whose dataset gained "
@@ -187,6 +189,9 @@ def run(
             raise InvalidInputError(f"--population runs the population strategy; drop --strategy {strategy}, or add "
                                     "--compare to run it beside the others")
         chosen = [*COMPARE_ORDER, *(["population"] if population else [])] if compare else [strategy]
+        if not baseline and "none" in chosen:
+            raise InvalidInputError("--no-baseline leaves out none's evaluation, which this run is for; drop "
+                                    "--no-baseline, or name another --strategy")
         if population is not None:
             from lle.population.config import load_population
 
@@ -203,7 +208,10 @@ def run(
                            seed=seed, scenario=scenario, group_size=group or 4, curriculum=curriculum,
                            levers=parse_levers(levers), executor=executor, ray_address=ray_address,
                            weights_min_rows=weights_min_rows, slots=slots, lean=lean,
-                           population=str(population.resolve()) if population else None)
+                           population=str(population.resolve()) if population else None,
+                           # One round: a rollback after it would protect nothing, and its watch set would
+                           # cost make run's minutes.
+                           monitor=not quick, baseline=baseline)
     if config.weights_min_rows is not None:
         if config.model == "oracle" or config.model.startswith("openai:"):
             raise InvalidInputError(f"--weights-min-rows trains a LoRA on a local GGUF model, not {config.model}; "
@@ -221,8 +229,10 @@ def run(
         doctor.check_model(Path(loop.model_path(config) or config.model), tokens=1)
     learning = [s for s in config.strategies if s != "none"]
     # Replays of candidate skills and recipes come on top, as they are proposed: the total then grows.
-    total = config.eval_tasks + len(learning) * config.rounds * (config.train_per_round * config.group_size
-                                                                 + config.eval_tasks)
+    total = config.eval_tasks * config.baseline + len(learning) * config.rounds * (
+        config.train_per_round * config.group_size + config.eval_tasks)
+    if config.monitor and "lle" in config.strategies:
+        total += (config.rounds + 1) * config.monitor_watch  # the monitor's watch set, round 0 and each round
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ok]}"),
                   TimeElapsedColumn(), console=console, disable=as_json) as progress:
         task = progress.add_task(f"run {config.id}", total=total, ok="")

@@ -1,4 +1,4 @@
-"""`lle report`, `lle runs list|show|diff|rm`: reading finished (or interrupted) flywheel runs.
+"""`lle report`, `lle runs list|show|diff|outcomes|verdict|rm`: reading finished (or interrupted) flywheel runs.
 
 Every RUN argument takes `latest`, a run id or a unique prefix of one (`lle.viewer.lookup`).
 """
@@ -132,6 +132,47 @@ def diff(a: str = typer.Argument(..., help="The first run (id, prefix or latest)
     print_table(out)
 
 
+@runs_app.command("outcomes")
+def outcomes_cmd(run_ref: str = RunArgument,
+                 out: Path | None = typer.Option(None, "--out", "-o", help="Write the file here (default: print).")
+                 ) -> None:
+    """A run's held-out outcomes as a small JSON file, to pool with other runs' (`lle runs verdict`): one compare
+    run as several runs, in several sittings or on several machines (docs/90)."""
+    from lle.flywheel import outcomes
+
+    run_id = lookup.resolve_run(run_ref, settings.workspace)
+    data = outcomes.export(loop.run_folder(run_id, settings.workspace), loop.load_config(run_id, settings.workspace))
+    text = json.dumps(data, indent=1) + "\n"
+    if out is None:
+        console.print(text, end="", highlight=False, markup=False, soft_wrap=True)
+        return
+    out.write_text(text, encoding="utf-8")
+    err_console.print(f"{run_id}: {', '.join(data['strategies']) or 'nothing evaluated yet'} -> {out}")
+
+
+@runs_app.command("verdict")
+def verdict_cmd(files: list[Path] = typer.Argument(..., metavar="FILE...", help="Outcomes files (`lle runs "
+                                                   "outcomes RUN -o FILE`) of runs made alike but for --strategy."),
+                as_json: bool = typer.Option(False, "--json")) -> None:
+    """The table and the paired verdict of one compare, pooled from several runs' outcomes files."""
+    from lle.flywheel import outcomes
+
+    pooled = outcomes.pool([(str(f), outcomes.load(f)) for f in files])
+    rows = outcomes.table(pooled)
+    worlds = sorted({str(r["world"]) for r in rows} - {"all"})
+    verdicts = [v.row() for v in outcomes.verdicts(pooled)]
+    by_world = {"all": verdicts} | {w: [v.row() for v in outcomes.verdicts(pooled, w)] for w in worlds}
+    if as_json:
+        print_json({"sources": pooled.sources, "notes": pooled.notes, "table": rows, "verdict": verdicts,
+                    "verdict_by_world": by_world})
+        return
+    for note in pooled.notes:
+        console.print(note, highlight=False)
+    console.print("from: " + ", ".join(f"{s} {run}" for s, run in pooled.sources.items()), highlight=False)
+    print_results(rows)
+    print_verdicts(verdicts, by_world)
+
+
 @runs_app.command("rm")
 def rm(run_ref: str = typer.Argument(..., metavar="RUN", help="A run id or a unique prefix (not `latest`: "
                                                                  "name what you delete)."),
@@ -163,9 +204,8 @@ def view(
 
 def monitor_cmd(run_ref: str = RunArgument, as_json: bool = typer.Option(False, "--json"),
                 wide: WideOption = False) -> None:
-    """Each activation's held-out effect (its family, now against the round before it) and the monitor's
-    alerts: what was rolled back, when and why."""
-    from lle.core import Split
+    """Each activation's effect on the monitor's watch set of train small worlds (its family, now against the
+    round before it) and the monitor's alerts: what was rolled back, when and why."""
     from lle.flywheel import monitor
     from lle.flywheel import suite as suites
     from lle.flywheel.evaluate import batch_round
@@ -176,13 +216,13 @@ def monitor_cmd(run_ref: str = RunArgument, as_json: bool = typer.Option(False, 
     config = loop.load_config(run_id, settings.workspace)
     rows: list[dict[str, object]] = []
     if "lle" in config.strategies and loop.strategy_db(folder, "lle").exists():
-        eval_worlds = suites.draw(suites.for_run(config, folder), Split.dev, config.eval_tasks, seed=config.seed,
-                                  round_=0, max_steps=config.max_steps)
+        watch_worlds = suites.draw_watch(suites.for_run(config, folder), config.monitor_watch, seed=config.seed,
+                                         max_steps=config.max_steps)
         with Store(loop.strategy_db(folder, "lle")) as db:
-            evaluated = {batch_round(b)[0] for b in flywheel_store.batches(db, f"{run_id}/lle/").values()
-                         if batch_round(b)[1] == "eval"}
-        last = max(evaluated, default=0)  # the latest round evaluated (a run may be unfinished)
-        for effect in monitor.effects(folder, config, eval_worlds, last) if last else []:
+            watched = {batch_round(b)[0] for b in flywheel_store.batches(db, f"{run_id}/lle/").values()
+                       if batch_round(b)[1] == "watch"}
+        last = max(watched, default=0)  # the latest round watched (a run may be unfinished)
+        for effect in monitor.effects(folder, config, watch_worlds, last) if last else []:
             act, v = effect.activation, effect.verdict
             rows.append({"item": act.item_id, "carrier": act.carrier, "family": act.family, "round": act.round,
                          "checked_round": effect.round, "pairs": v.n, "difference_points": round(v.difference, 1),
@@ -193,7 +233,7 @@ def monitor_cmd(run_ref: str = RunArgument, as_json: bool = typer.Option(False, 
     if as_json:
         print_json({"run": run_id, "activations": rows, "alerts": alerts})
         return
-    out = table("item", "carrier", "family", "activated", "held-out effect", ids=("item",), wide=wide)
+    out = table("item", "carrier", "family", "activated", "effect on the watch set", ids=("item",), wide=wide)
     for r in rows:
         out.add_row(str(r["item"]), str(r["carrier"]), str(r["family"]), f"round {r['round']}", str(r["effect"]))
     print_table(out, wide)

@@ -7,7 +7,7 @@ worlds' own anchors); `unknown` counts as not solved. Intervals are Wilson score
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,8 +90,8 @@ def shown_round(finished: Mapping[int, int], rounds: int) -> int:
 
 
 def batch_round(batch: str) -> tuple[int, str]:
-    """(round, phase) of a batch label `RUN/STRATEGY/rN/PHASE[/…]` (phase: train, eval, skill or recipe; a
-    group's exploring attempts are `rN/train/aK`)."""
+    """(round, phase) of a batch label `RUN/STRATEGY/rN/PHASE[/…]` (phase: train, eval, watch, skill, recipe or
+    weights; a group's exploring attempts are `rN/train/aK`)."""
     round_text, phase = batch.split("/")[2:4]
     return int(round_text.lstrip("r")), phase
 
@@ -100,8 +100,8 @@ def _cells(db: Store, prefix: str) -> dict[tuple[int, str, str], Cell]:
     cells: dict[tuple[int, str, str], Cell] = defaultdict(Cell)
     for batch, exp_id, world, outcome, n_steps in flywheel_store.batch_results(db, prefix):
         round_, phase = batch_round(batch)
-        if phase in ("skill", "recipe", "weights"):
-            continue  # an A/B replay (skill, recipe, adapter): counted by its gate decision, not as an episode
+        if phase in ("skill", "recipe", "weights", "watch"):
+            continue  # an A/B replay (skill, recipe, adapter), counted by its gate decision; the monitor's watch set
         cell = cells[(round_, phase, world)]
         if outcome != "pass" and time_capped(db, exp_id):
             cell.time_capped += 1  # the machine was slow, not the agent wrong: reported apart, never a failure
@@ -203,8 +203,9 @@ def time_capped(db: Store, experience_id: str) -> bool:
     return bool(steps) and isinstance(stop_of(steps[-1]), TimeLimit)
 
 
-def held_out_outcomes(db: Store, batch: str) -> dict[str, bool | None]:
-    """Small world id -> solved, for the finished episodes of one evaluation batch; None: stopped by the time cap."""
+def batch_outcomes(db: Store, batch: str) -> dict[str, bool | None]:
+    """Small world id -> solved, for the finished episodes of one batch (an evaluation, the monitor's watch set);
+    None: stopped by the time cap."""
     from lle.store.episodes import batch_episodes
 
     world_of = {record.id: record.small_world.id for record in batch_episodes(db, batch).values()}
@@ -217,38 +218,58 @@ def held_out_outcomes(db: Store, batch: str) -> dict[str, bool | None]:
     return out
 
 
-def paired_verdicts(folder: Path, config: RunConfig, world: str | None = None) -> list[Verdict]:
-    """Each learning strategy's last-round held-out outcomes paired task by task with `none` (round 0, the
-    same small worlds), and `lle`'s with every other strategy's (`raw`); tasks stopped by the time cap on
-    either side are left out. With `world`, only that world's held-out tasks. A run cut short pairs each
-    strategy's last evaluated round, on the tasks both sides finished, and its verdicts say which round."""
-    outcomes: dict[str, dict[str, bool | None]] = {}
-    rounds: dict[str, int] = {"none": 0}
+Outcomes = dict[str, dict[int, dict[str, bool | None]]]
+"""Held-out outcomes per strategy and round (`none`: round 0 only): small world id -> solved (None: stopped by the
+time cap). What a verdict is computed from; `lle.flywheel.outcomes` keeps it as a file."""
+
+
+def run_outcomes(folder: Path, config: RunConfig) -> Outcomes:
+    """The run's held-out outcomes, every strategy and round it evaluated (an evaluation not started is absent)."""
+    out: Outcomes = {}
     for strategy in ["none", *[s for s in config.strategies if s != "none"]]:
         path = strategy_db(folder, "baseline" if strategy == "none" else strategy)
         if not path.exists():
             continue
         with Store(path) as db:
-            if strategy == "none":
-                outcomes[strategy] = held_out_outcomes(db, f"{config.id}/none/r0/eval")
-                continue
-            per_round = {r: held_out_outcomes(db, f"{config.id}/{strategy}/r{r}/eval")
-                         for r in range(1, config.rounds + 1)}
-            rounds[strategy] = shown_round({r: len(o) for r, o in per_round.items() if o}, config.rounds)
-            outcomes[strategy] = per_round.get(rounds[strategy], {})
-    learning = [s for s in config.strategies if s != "none"]
+            rounds = [0] if strategy == "none" else list(range(1, config.rounds + 1))
+            found = {r: batch_outcomes(db, f"{config.id}/{strategy}/r{r}/eval") for r in rounds}
+        if any(found.values()):
+            out[strategy] = {r: o for r, o in found.items() if o}
+    return out
+
+
+def paired_verdicts(folder: Path, config: RunConfig, world: str | None = None) -> list[Verdict]:
+    """Each learning strategy's last-round held-out outcomes paired task by task with `none` (round 0, the
+    same small worlds), and `lle`'s with every other strategy's (`raw`); tasks stopped by the time cap on
+    either side are left out. With `world`, only that world's held-out tasks. A run cut short pairs each
+    strategy's last evaluated round, on the tasks both sides finished, and its verdicts say which round."""
+    return verdicts_of(run_outcomes(folder, config), config.strategies, config.rounds, world)
+
+
+def verdicts_of(outcomes: Outcomes, strategies: Sequence[str], rounds_planned: int,
+                world: str | None = None) -> list[Verdict]:
+    """`paired_verdicts` from outcomes however gathered (one run, or several runs' files pooled)."""
+    shown: dict[str, dict[str, bool | None]] = {}
+    rounds: dict[str, int] = {"none": 0}
+    for strategy, per_round in outcomes.items():
+        if strategy == "none":
+            shown[strategy] = per_round.get(0, {})
+            continue
+        rounds[strategy] = shown_round({r: len(o) for r, o in per_round.items() if o}, rounds_planned)
+        shown[strategy] = per_round.get(rounds[strategy], {})
+    learning = [s for s in strategies if s != "none"]
     comparisons = [(s, "none") for s in learning]
     if "lle" in learning:  # governed routing against every other way of keeping experience (raw logs, …)
         comparisons += [("lle", s) for s in learning if s != "lle"]
     out = []
     for strategy, baseline in comparisons:
-        mine, theirs = outcomes.get(strategy, {}), outcomes.get(baseline, {})
+        mine, theirs = shown.get(strategy, {}), shown.get(baseline, {})
         if not mine or not theirs:
             continue  # a strategy a run cut short has not evaluated yet: no verdict, rather than one on 0 tasks
         shared = sorted(t for t in set(mine) & set(theirs) if world is None or t.split(":", 1)[0] == world)
         pairs = [(bool(mine[t]), bool(theirs[t])) for t in shared if mine[t] is not None and theirs[t] is not None]
-        compared = (rounds.get(strategy, config.rounds), rounds.get(baseline, config.rounds))
-        cut = bool(pairs) and any(0 < r < config.rounds for r in compared)
+        compared = (rounds.get(strategy, rounds_planned), rounds.get(baseline, rounds_planned))
+        cut = bool(pairs) and any(0 < r < rounds_planned for r in compared)
         out.append(paired_verdict(strategy, baseline, pairs, time_capped=len(shared) - len(pairs),
                                   rounds=compared if cut else None))
     return out
@@ -273,6 +294,8 @@ def coverage(folder: Path, config: RunConfig) -> dict[str, Any]:
         with Store(path) as db:
             for batch in sorted(set(flywheel_store.batches(db, config.id + "/").values())):
                 phase = batch_round(batch)[1]
+                if phase == "watch":
+                    continue  # the monitor's: played, never trained on
                 if phase == "eval" and db_name != "baseline":
                     continue  # every strategy evaluates the same small worlds: count them once
                 into = held_out if phase == "eval" else train

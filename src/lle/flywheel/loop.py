@@ -5,10 +5,11 @@
              times (the first greedy, the others sampled), in parallel through the harness (each
              step committed; assessed when it ends) -> route what was learned (per strategy) ->
              move each family's level by its train success -> evaluate on the same dev small
-             worlds with every carrier frozen, greedily
+             worlds with every carrier frozen, greedily -> (lle) play the monitor's train watch set
+             and roll back what regressed there
 
 A run is its `RunConfig` (stored as `runs/RUN/config.json`) plus one store per strategy. Every
-episode belongs to a named batch (`RUN/STRATEGY/rN/train|eval`), so running the same config again
+episode belongs to a named batch (`RUN/STRATEGY/rN/train|eval|watch`), so running the same config again
 — `lle run --resume RUN` — reads back finished episodes, resumes started ones from their last
 committed step, and routes only what was not routed yet: a killed run loses at most the steps in
 flight. Evaluation episodes are never routed, and the test split is never drawn.
@@ -119,6 +120,10 @@ class Flywheel:
         self.cache = strategies.WorkerCache()  # one per process: each worker gets its own, empty
         self.eval_worlds = suite.draw(self.suite, Split.dev, config.eval_tasks, seed=config.seed, round_=0,
                                       max_steps=config.max_steps)
+        self.watch_worlds = (suite.draw_watch(self.suite, config.monitor_watch, seed=config.seed,
+                                              max_steps=config.max_steps)
+                             if config.monitor and "lle" in config.strategies else [])
+        """The monitor's train watch set (`lle.flywheel.monitor`): empty when nothing is monitored."""
         self.curriculum: list[curriculum.Choice] = []
         self._writer: object | None = None
         self._decoder: Any = None
@@ -376,7 +381,10 @@ class Flywheel:
                 self._decoder = None
 
     def _run(self) -> None:
-        self.phase("none", strategy_db(self.folder, "baseline"), "r0/eval", self.eval_worlds)
+        if self.config.baseline:
+            self.phase("none", strategy_db(self.folder, "baseline"), "r0/eval", self.eval_worlds)
+        if self.watch_worlds:  # the monitor's "before" for what round 1 activates
+            self.phase("none", strategy_db(self.folder, "baseline"), "r0/watch", self.watch_worlds)
         for strategy in self.config.strategies:
             if strategy == "none":
                 continue  # no experience at all: its held-out result is round 0's, every round
@@ -402,10 +410,11 @@ class Flywheel:
                 self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
                 if strategy == "lle" and self.config.weights_min_rows is not None:
                     weights.validate(self, db_path, round_)
-                if strategy == "lle" and self.config.monitor:
+                if strategy == "lle" and self.watch_worlds:
                     from lle.flywheel import monitor  # revokes what regressed since its activation (once)
 
-                    monitor.check(self.folder, self.config, self.eval_worlds, round_)
+                    self.phase(strategy, db_path, f"r{round_}/watch", self.watch_worlds)
+                    monitor.check(self.folder, self.config, self.watch_worlds, round_)
         (self.folder / "finished_at").write_text(utcnow().isoformat())
 
 

@@ -1,12 +1,14 @@
-"""Monitoring: every activation's held-out effect, watched over later rounds, rolled back on regression.
+"""Monitoring: every activation's later effect, watched on train small worlds, rolled back on regression.
 
 An activation — a skill or context recipe activated, a rule admitted — passed its gate on train
-small worlds. Whether it helps on held-out tasks shows only later: after each round's evaluation the
-`lle` strategy's held-out outcomes on the activation's family are paired, task by task, with those of
-the round before it was activated (the same small worlds). When the paired 95 % interval of the
-difference lies wholly below `-max_drop_points` on at least `min_pairs` tasks, the item is revoked
-(reason `monitor`, with the verdict as evidence: lineage takes what was derived from it along) and an
-alert is recorded in `runs/RUN/monitor.jsonl`. The rule is the run's (`RunConfig.monitor_*`).
+small worlds. Whether it keeps helping shows only later: after each round the `lle` strategy plays the
+run's watch set — train small worlds stratified like the held-out set, fixed for the run
+(`suite.draw_watch`), greedy, carriers frozen — and its outcomes on the activation's family are paired,
+task by task, with those of the round before it was activated (round 0: `none`). When the paired 95 %
+interval of the difference lies wholly below `-max_drop_points` on at least `min_pairs` tasks, the item
+is revoked (reason `monitor`, with the verdict as evidence: lineage takes what was derived from it along)
+and an alert is recorded in `runs/RUN/monitor.jsonl`. The rule is the run's (`RunConfig.monitor_*`).
+Held-out outcomes are never read here: they give the verdict, so they may not decide what a run keeps.
 `lle monitor [RUN]` prints every activation's current effect and the alerts.
 """
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from lle.config import RunConfig
 from lle.core import CarrierKind, SmallWorld, UpdateOp
-from lle.flywheel.evaluate import batch_round, held_out_outcomes
+from lle.flywheel.evaluate import batch_outcomes, batch_round
 from lle.flywheel.paths import strategy_db
 from lle.flywheel.verdict import Verdict, paired_verdict
 from lle.governance.lineage import denylist, revoke
@@ -35,7 +37,7 @@ WATCHED = {CarrierKind.skills: UpdateOp.activate, CarrierKind.context: UpdateOp.
 @dataclass(frozen=True)
 class Rule:
     min_pairs: int = 4
-    """Held-out tasks of the family (finished on both sides) needed before a regression can be called."""
+    """Watch-set tasks of the family (finished on both sides) needed before a regression can be called."""
     max_drop_points: float = 0.0
     """A regression: the interval's upper end below minus this many points."""
 
@@ -74,17 +76,17 @@ def activations(db: Store, run_id: str) -> list[Activation]:
     return list(out.values())
 
 
-def effects(folder: Path, config: RunConfig, eval_worlds: Sequence[SmallWorld], round_: int) -> list[Effect]:
-    """Each activation before or at `round_`: its family's held-out outcomes at `round_` paired with the round
-    before the activation (round 0 is the shared baseline)."""
-    family_of = {sw.id: sw.family for sw in eval_worlds}
+def effects(folder: Path, config: RunConfig, watch_worlds: Sequence[SmallWorld], round_: int) -> list[Effect]:
+    """Each activation before or at `round_`: its family's watch-set outcomes at `round_` paired with the round
+    before the activation (round 0 is `none`'s)."""
+    family_of = {sw.id: sw.family for sw in watch_worlds}
     outcomes: dict[int, Mapping[str, bool | None]] = {}
 
     def at(r: int) -> Mapping[str, bool | None]:
         if r not in outcomes:
             name, strategy = ("baseline", "none") if r == 0 else ("lle", "lle")
             with Store(strategy_db(folder, name)) as db:
-                outcomes[r] = held_out_outcomes(db, f"{config.id}/{strategy}/r{r}/eval")
+                outcomes[r] = batch_outcomes(db, f"{config.id}/{strategy}/r{r}/watch")
         return outcomes[r]
 
     with Store(strategy_db(folder, "lle")) as db:
@@ -98,23 +100,23 @@ def effects(folder: Path, config: RunConfig, eval_worlds: Sequence[SmallWorld], 
     return out
 
 
-def check(folder: Path, config: RunConfig, eval_worlds: Sequence[SmallWorld], round_: int,
+def check(folder: Path, config: RunConfig, watch_worlds: Sequence[SmallWorld], round_: int,
           rule: Rule | None = None) -> list[dict[str, object]]:
-    """After round `round_`'s evaluation: revoke every activation that regressed (once), record the alerts."""
+    """After round `round_`'s watch set: revoke every activation that regressed (once), record the alerts."""
     rule = rule or Rule(config.monitor_min_pairs, config.monitor_max_drop)
     alerts = load(folder)
     done = {a["item_id"] for a in alerts}
     new = []
     with Store(strategy_db(folder, "lle")) as db:
         denied = denylist(db)
-        for effect in effects(folder, config, eval_worlds, round_):
+        for effect in effects(folder, config, watch_worlds, round_):
             act = effect.activation
             if act.item_id in done or not effect.regressed(rule) or act.item_id in denied.ids:
                 continue
             v = effect.verdict
-            reason = (f"monitor: {act.carrier} {act.item_id} ({act.family}) regressed on held-out tasks after its "
+            reason = (f"monitor: {act.carrier} {act.item_id} ({act.family}) regressed on the watch set after its "
                       f"activation in round {act.round}: {v.difference:+.1f} points at round {round_}, 95 % CI "
-                      f"{v.ci95[0]:+.1f}..{v.ci95[1]:+.1f} on {v.n} paired tasks")
+                      f"{v.ci95[0]:+.1f}..{v.ci95[1]:+.1f} on {v.n} paired train tasks")
             revocation = revoke(db, act.item_id, reason=reason, author=f"monitor:{config.id}")
             new.append({**asdict(act), "checked_round": round_, "verdict": v.row(), "action": "rolled back",
                         "revocation": revocation.id, "cascade": len(revocation.cascade)})

@@ -12,7 +12,8 @@ resumed run, see exactly the same small worlds. Worlds are taken in turn, one fa
 a seeded shuffle of each world's whole train split (its real size, from `split_sizes()`), so a round
 never repeats a task while the split has enough, and a run covers the split before anything repeats.
 Evaluation always uses the same dev small worlds — the first of each world, stratified over its
-projects — and the test split is never touched (it is for release evaluation).
+projects — and the test split is never touched (it is for release evaluation). The monitor's watch set is
+drawn the same stratified way from the train split (`draw_watch`).
 """
 
 from __future__ import annotations
@@ -333,8 +334,8 @@ MAX_HELD_OUT_PER_WORLD = 2_000
 """Held-out tasks listed per world at most (far above any eval size a run asks for)."""
 
 
-def _held_out(suite: Suite, order: list[SuiteWorld], split: Split,
-              n: int) -> list[tuple[SuiteWorld, tuple[int | None, str | None, int]]]:
+def _held_out(suite: Suite, order: list[SuiteWorld], split: Split, n: int,
+              fix: str = "lower --eval") -> list[tuple[SuiteWorld, tuple[int | None, str | None, int]]]:
     """The first `n` held-out tasks: the worlds taken in turn, each stratified over its levels and projects; a
     world out of tasks (a small level) is passed over, so the others fill its places."""
     cells = {e.id: held_out_cells(suite, e, split) for e in order}
@@ -344,7 +345,7 @@ def _held_out(suite: Suite, order: list[SuiteWorld], split: Split,
         if len(out) >= n:
             return out[:n]
     raise InvalidInputError(f"the suite has {len(out)} {split.value} tasks at its levels, fewer than the run asks "
-                            f"for ({n}); lower --eval")
+                            f"for ({n}); {fix}")
 
 
 def draw(suite: Suite, split: Split, n: int, *, seed: int, round_: int,
@@ -368,6 +369,17 @@ def draw(suite: Suite, split: Split, n: int, *, seed: int, round_: int,
         else:
             entry, (level, project, index) = held_out[i]
         out.append(_small_world(suite, entry.id, split, index, project, max_steps or suite.max_steps, level))
+    return out
+
+
+def draw_watch(suite: Suite, n: int, *, seed: int, max_steps: int | None = None) -> list[SmallWorld]:
+    """The monitor's watch set: `n` train small worlds stratified like the held-out set (the worlds in turn, each
+    over its levels and projects), each cell walking its own seeded shuffle of the train split. Fixed for the run,
+    so an activation's later effect is measured on train tasks and held-out outcomes never decide what is kept."""
+    out = []
+    for entry, (level, project, rank) in _held_out(suite, strata(suite), Split.train, n, "lower monitor_watch"):
+        index = _train_index(entry.id, seed, "watch/", rank, level)
+        out.append(_small_world(suite, entry.id, Split.train, index, project, max_steps or suite.max_steps, level))
     return out
 
 

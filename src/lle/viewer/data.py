@@ -337,9 +337,12 @@ def eta(run: str, workspace: str | Path | None) -> Eta:
 
     config = loop.load_config(run, workspace)
     learning = [s for s in config.strategies if s != "none"]
-    planned = config.eval_tasks + len(learning) * config.rounds * (config.train_per_round + config.eval_tasks)
+    planned = (config.eval_tasks * config.baseline
+               + len(learning) * config.rounds * (config.train_per_round + config.eval_tasks))
+    if config.monitor and "lle" in config.strategies:
+        planned += (config.rounds + 1) * config.monitor_watch  # the monitor's watch set (docs/90)
     done = sum(n for batches in run_progress(run, workspace).values() for label, n in batches.items()
-               if label.count("/") == 1 and label.endswith(("/train", "/eval")))  # not the replays
+               if label.count("/") == 1 and label.endswith(("/train", "/eval", "/watch")))  # not the replays
     started = (loop.run_folder(run, workspace) / "config.json").stat().st_mtime
     elapsed = max(0.0, time.time() - started)
     left = elapsed / done * max(0, planned - done) if done else None
