@@ -171,6 +171,9 @@ def verdict_cmd(files: list[Path] = typer.Argument(..., metavar="FILE...", help=
     console.print("from: " + ", ".join(f"{s} {run}" for s, run in pooled.sources.items()), highlight=False)
     print_results(rows)
     print_verdicts(verdicts, by_world)
+    if not verdicts:
+        console.print("no paired verdict yet: a verdict pairs a learning strategy with none (or lle with another); "
+                      "add their runs' outcomes files", highlight=False)
 
 
 @runs_app.command("rm")
