@@ -28,7 +28,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A workspace with one finished toy run (oracle policy: fast) and a store of its own."""
     workspace = tmp_path_factory.mktemp("runs") / "ws"
     config = RunConfig(suite="toy", model="oracle", strategies=["lle"], rounds=1, train_per_round=4, eval_tasks=2,
-                       workers=1)
+                       workers=1, monitor_watch=2)
     loop.Flywheel(config, workspace).run()
     with Store(workspace / "lle.db") as db:
         db.append_experiences([build_experience(observation="[refunded] order 54")])
@@ -62,7 +62,7 @@ def test_listing_commands_read_the_latest_run(finished: tuple[Path, str]) -> Non
     code, out, _ = lle(workspace, "experiences", "list", "--json")  # without --run: the workspace's own store
     assert [r["world"] for r in json.loads(out)] == ["sql/shop-v1"]
     code, out, err = lle(workspace, "episodes", "list", "--run", run[:12], "--strategy", "none", "--json")
-    assert code == 0 and "strategy none" in err and "baseline.db" in err and len(json.loads(out)) == 2
+    assert code == 0 and "strategy none" in err and "baseline.db" in err and len(json.loads(out)) == 4  # 2 held-out, 2 watched
 
 
 def test_a_bad_run_or_strategy_is_one_line(finished: tuple[Path, str]) -> None:
