@@ -100,6 +100,9 @@ class RunConfig(Record):
     baseline: bool = Field(default=True, exclude_if=lambda v: v is True)
     """Evaluate `none` at round 0. False for an arm of a compare whose `none` comes from another run's outcomes
     file (`lle.flywheel.outcomes`): the verdict then needs that file."""
+    eval_rounds: Literal["each", "last"] = Field(default="each", exclude_if=lambda v: v == "each")
+    """Evaluate the held-out set after each round, or after the last only (the round the verdict reads): a long
+    arm of a compare saves an evaluation a round, and its learning curve has round 0 and the last round."""
     monitor: bool = True
     """Watch each activation's effect in later rounds on a fixed set of train small worlds and roll back a
     regression (`lle.flywheel.monitor`); held-out outcomes never decide what is kept."""

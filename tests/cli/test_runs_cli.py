@@ -62,7 +62,8 @@ def test_listing_commands_read_the_latest_run(finished: tuple[Path, str]) -> Non
     code, out, _ = lle(workspace, "experiences", "list", "--json")  # without --run: the workspace's own store
     assert [r["world"] for r in json.loads(out)] == ["sql/shop-v1"]
     code, out, err = lle(workspace, "episodes", "list", "--run", run[:12], "--strategy", "none", "--json")
-    assert code == 0 and "strategy none" in err and "baseline.db" in err and len(json.loads(out)) == 4  # 2 held-out, 2 watched
+    # none's store: its 2 held-out episodes and the monitor's watch set of 2
+    assert code == 0 and "strategy none" in err and "baseline.db" in err and len(json.loads(out)) == 4
 
 
 def test_a_bad_run_or_strategy_is_one_line(finished: tuple[Path, str]) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from lle.config import RunConfig
 from lle.flywheel import loop, outcomes, report
-from lle.flywheel.evaluate import paired_verdicts, table
+from lle.flywheel.evaluate import paired_verdicts, run_outcomes, table
 
 ALIKE = dict(suite="toy", model="oracle", rounds=1, train_per_round=2, eval_tasks=6, workers=1, max_steps=3,
              group_size=1, monitor=False)
@@ -68,3 +68,19 @@ def test_files_of_runs_not_made_alike_are_refused_in_one_line(tmp_path: Path) ->
     assert broken.returncode == 2 and "is not an outcomes file" in broken.stderr and "Traceback" not in broken.stderr
     contradictory = lle_cli(tmp_path, "run", "--compare", "--no-baseline", "--model", "oracle", "--suite", "toy")
     assert contradictory.returncode == 2 and "--no-baseline" in contradictory.stderr
+
+
+@pytest.mark.slow
+def test_an_arm_evaluated_at_its_last_round_only_reads_as_one_evaluated_each_round(tmp_path: Path) -> None:
+    each = RunConfig(id="run_each", strategies=["lle"], **{**ALIKE, "rounds": 2})  # type: ignore[arg-type]
+    last = RunConfig(id="run_last", strategies=["lle"], eval_rounds="last", **{**ALIKE, "rounds": 2})  # type: ignore[arg-type]
+    for config in (each, last):
+        loop.Flywheel(config, tmp_path).run()
+    got = {c.id: run_outcomes(loop.run_folder(c.id, tmp_path), c) for c in (each, last)}
+    assert sorted(got["run_each"]["lle"]) == [1, 2] and sorted(got["run_last"]["lle"]) == [2]  # no round-1 batch
+    assert got["run_last"]["lle"][2] == got["run_each"]["lle"][2] and got["run_last"]["none"] == got["run_each"]["none"]
+    verdict = paired_verdicts(loop.run_folder(last.id, tmp_path), last)
+    assert [v.row() for v in verdict] == [v.row() for v in paired_verdicts(loop.run_folder(each.id, tmp_path), each)]
+    assert verdict[0].rounds is None  # read at the last round: not marked as a run cut short
+    bad = lle_cli(tmp_path, "run", "--eval-rounds", "some", "--model", "oracle", "--suite", "toy")
+    assert bad.returncode == 2 and "--eval-rounds 'some'" in bad.stderr and "Traceback" not in bad.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
 from rich import box
@@ -114,6 +114,13 @@ def check_batching(model: str, *, slots: int, lean: bool, executor: str, weights
                                 "or --slots")
 
 
+def _eval_rounds(value: str) -> Literal["each", "last"]:
+    if value not in ("each", "last"):
+        raise InvalidInputError(f"--eval-rounds {value!r}: say each (a held-out evaluation after every round) or "
+                                "last (after the last round only)")
+    return "each" if value == "each" else "last"
+
+
 def routing_summary(updates: list[Update]) -> str:
     """`memory admit 4 · rules reject 3 (rules) · …`: what a round's routing wrote, by carrier, op and gate."""
     counts = Counter(f"{u.carrier.value} {u.op.value}" + (f" ({u.gate.name})" if u.gate and not u.gate.passed else "")
@@ -159,6 +166,9 @@ def run(
                                "to decide."),
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Evaluate none at round 0; --no-baseline "
                                   "for an arm of a compare whose none comes from another run (docs/90)."),
+    eval_rounds: str = typer.Option("each", "--eval-rounds", metavar="each|last", help="Evaluate the held-out "
+                                    "set after each round, or after the last only (the verdict's; saves an "
+                                    "evaluation a round, the curve keeps round 0 and the last)."),
     scenario: str | None = typer.Option(None, "--scenario", help="poison: inject instructions and preferences."),
     weights_min_rows: int | None = typer.Option(None, "--weights-min-rows", min=1, max=MAX_TASKS * 100,
                                                 help="lle trains a LoRA adapter after a round whose dataset gained "
@@ -211,7 +221,8 @@ def run(
                            population=str(population.resolve()) if population else None,
                            # One round: a rollback after it would protect nothing, and its watch set would
                            # cost make run's minutes.
-                           monitor=not quick, baseline=baseline)
+                           monitor=not quick, baseline=baseline,
+                           eval_rounds=_eval_rounds(eval_rounds))
     if config.weights_min_rows is not None:
         if config.model == "oracle" or config.model.startswith("openai:"):
             raise InvalidInputError(f"--weights-min-rows trains a LoRA on a local GGUF model, not {config.model}; "
@@ -229,8 +240,9 @@ def run(
         doctor.check_model(Path(loop.model_path(config) or config.model), tokens=1)
     learning = [s for s in config.strategies if s != "none"]
     # Replays of candidate skills and recipes come on top, as they are proposed: the total then grows.
-    total = config.eval_tasks * config.baseline + len(learning) * config.rounds * (
-        config.train_per_round * config.group_size + config.eval_tasks)
+    evaluated = config.rounds if config.eval_rounds == "each" else 1
+    total = config.eval_tasks * config.baseline + len(learning) * (
+        config.rounds * config.train_per_round * config.group_size + evaluated * config.eval_tasks)
     if config.monitor and "lle" in config.strategies:
         total += (config.rounds + 1) * config.monitor_watch  # the monitor's watch set, round 0 and each round
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ok]}"),

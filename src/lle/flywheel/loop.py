@@ -407,7 +407,8 @@ class Flywheel:
                     self.validate_recipes(db_path, round_, attempts, levels)
                 if self.config.curriculum:  # from the round's stored outcomes: a resumed run moves alike
                     levels, moves = curriculum.step(self.suite, levels, attempts, self.config.band)
-                self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
+                if self.config.eval_rounds == "each" or round_ == self.config.rounds:
+                    self.phase(strategy, db_path, f"r{round_}/eval", self.eval_worlds)
                 if strategy == "lle" and self.config.weights_min_rows is not None:
                     weights.validate(self, db_path, round_)
                 if strategy == "lle" and self.watch_worlds:
