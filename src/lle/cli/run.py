@@ -238,13 +238,8 @@ def run(
         # Decode once in a child process: a llama.cpp build that does not fit this CPU is then one line
         # with the fix, before any run folder exists, instead of a crashed worker.
         doctor.check_model(Path(loop.model_path(config) or config.model), tokens=1)
-    learning = [s for s in config.strategies if s != "none"]
     # Replays of candidate skills and recipes come on top, as they are proposed: the total then grows.
-    evaluated = config.rounds if config.eval_rounds == "each" else 1
-    total = config.eval_tasks * config.baseline + len(learning) * (
-        config.rounds * config.train_per_round * config.group_size + evaluated * config.eval_tasks)
-    if config.monitor and "lle" in config.strategies:
-        total += (config.rounds + 1) * config.monitor_watch  # the monitor's watch set, round 0 and each round
+    total = loop.planned_episodes(config)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[ok]}"),
                   TimeElapsedColumn(), console=console, disable=as_json) as progress:
         task = progress.add_task(f"run {config.id}", total=total, ok="")

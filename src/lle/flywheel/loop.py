@@ -419,6 +419,20 @@ class Flywheel:
         (self.folder / "finished_at").write_text(utcnow().isoformat())
 
 
+def planned_episodes(config: RunConfig, *, attempts: bool = True) -> int:
+    """The episodes a run plays, before any replay (those come as candidates are proposed): none's round 0, each
+    learning strategy's train draws (with `attempts`, every attempt of a group; else one a small world) and
+    held-out evaluations, and the monitor's watch set."""
+    learning = [s for s in config.strategies if s != "none"]
+    evaluated = config.rounds if config.eval_rounds == "each" else 1
+    per_world = config.group_size if attempts else 1
+    total = config.eval_tasks * config.baseline + len(learning) * (
+        config.rounds * config.train_per_round * per_world + evaluated * config.eval_tasks)
+    if config.monitor and "lle" in config.strategies:
+        total += (config.rounds + 1) * config.monitor_watch  # none's before round 1, lle's after each round
+    return total
+
+
 def episode_finished(step: Step) -> bool:
     return stop_of(step) is not None
 

@@ -336,12 +336,7 @@ def eta(run: str, workspace: str | Path | None) -> Eta:
     import time
 
     config = loop.load_config(run, workspace)
-    learning = [s for s in config.strategies if s != "none"]
-    evaluated = config.rounds if config.eval_rounds == "each" else 1
-    planned = (config.eval_tasks * config.baseline
-               + len(learning) * (config.rounds * config.train_per_round + evaluated * config.eval_tasks))
-    if config.monitor and "lle" in config.strategies:
-        planned += (config.rounds + 1) * config.monitor_watch  # the monitor's watch set (docs/90)
+    planned = loop.planned_episodes(config, attempts=False)  # a group's first attempts: the `rN/train` batches
     done = sum(n for batches in run_progress(run, workspace).values() for label, n in batches.items()
                if label.count("/") == 1 and label.endswith(("/train", "/eval", "/watch")))  # not the replays
     started = (loop.run_folder(run, workspace) / "config.json").stat().st_mtime
