@@ -84,3 +84,21 @@ def test_an_arm_evaluated_at_its_last_round_only_reads_as_one_evaluated_each_rou
     assert verdict[0].rounds is None  # read at the last round: not marked as a run cut short
     bad = lle_cli(tmp_path, "run", "--eval-rounds", "some", "--model", "oracle", "--suite", "toy")
     assert bad.returncode == 2 and "--eval-rounds 'some'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_planned_episodes_count_what_a_run_plays_before_replays(tmp_path: Path) -> None:
+    """The progress bar's total and the viewer's estimate both come from `loop.planned_episodes`."""
+    from lle.viewer.data import run_progress
+
+    config = RunConfig(id="run_plan", strategies=["none", "lle"], suite="toy", model="oracle", rounds=2,
+                       train_per_round=2, eval_tasks=4, workers=1, max_steps=3, group_size=2, monitor=True,
+                       monitor_watch=2, eval_rounds="last")
+    loop.Flywheel(config, tmp_path).run()
+    batches = {(strategy, label): n for strategy, labels in run_progress(config.id, tmp_path).items()
+               for label, n in labels.items()}
+    played = sum(n for (_, label), n in batches.items() if "/skill/" not in label and "/recipe/" not in label)
+    first_attempts = sum(n for (_, label), n in batches.items()
+                         if label.count("/") == 1 and label.endswith(("/train", "/eval", "/watch")))
+    assert ("lle", "r1/train/a1") in batches and ("lle", "r1/eval") not in batches  # groups, last-round eval
+    assert loop.planned_episodes(config) == played == 22
+    assert loop.planned_episodes(config, attempts=False) == first_attempts == 18
