@@ -31,6 +31,12 @@ def test_runs_pooled_from_their_outcomes_files_give_the_verdict_of_one_run(tmp_p
     for config in (whole, first, second):
         loop.Flywheel(config, tmp_path).run()
     assert not loop.strategy_db(loop.run_folder(second.id, tmp_path), "baseline").exists()  # none was not played
+    # The arm's own table shows what it played: no none row, no round-0 count, lle's last round as measured.
+    arm_rows = table(report.load_results(second.id, tmp_path))
+    assert {r["strategy"] for r in arm_rows} == {"lle"} and {r["round0"] for r in arm_rows} == {"–"}
+    whole_rows = table(report.load_results(whole.id, tmp_path))
+    assert [r["last"] for r in arm_rows] == [r["last"] for r in whole_rows if r["strategy"] == "lle"]
+    assert all(r["ci95"] is not None for r in arm_rows)
     files = []
     for config in (first, second):
         files.append(tmp_path / f"{config.id}.json")

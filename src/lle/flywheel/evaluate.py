@@ -167,10 +167,13 @@ def table(res: RunResults) -> list[dict[str, object]]:
     """The summary table: held-out success at round 0 and at the last round, per world and strategy (for a run
     cut short, the last round each strategy was evaluated in, marked `(rN)`)."""
     rows: list[dict[str, object]] = []
-    strategies = ["none", *[s for s in res.config.strategies if s != "none"]]
+    # A --no-baseline arm did not play none (its none comes from another run's outcomes file): no none row and
+    # no round-0 count, rather than a "0/0" with a 0–1 interval that reads like a measured zero.
+    played_none = res.config.baseline
+    strategies = [*(["none"] if played_none else []), *[s for s in res.config.strategies if s != "none"]]
     shown = {s: res.last_round(s) for s in strategies}
     # A run cut short may not have evaluated a strategy at all: it shows "–", not "0/0".
-    evaluated = {"none"} | {s for s, r, _ in res.eval if r > 0}
+    evaluated = ({"none"} if played_none else set()) | {s for s, r, _ in res.eval if r > 0}
     for world in [*res.worlds(), "all"]:
         for strategy in strategies:
             last = shown[strategy]
@@ -182,7 +185,8 @@ def table(res: RunResults) -> list[dict[str, object]]:
                 end = first if strategy == "none" else res.eval.get((strategy, last, world), Cell())
             low, high = wilson(end.passed, end.n)
             known = strategy in evaluated
-            rows.append({"world": world, "strategy": strategy, "round0": f"{first.passed}/{first.n}",
+            rows.append({"world": world, "strategy": strategy,
+                         "round0": f"{first.passed}/{first.n}" if played_none else "–",
                          "last": f"{end.passed}/{end.n}{mark}" if known else "–", "last_round": last,
                          "last_rate": round(end.rate, 3),
                          "ci95": [round(low, 3), round(high, 3)] if known else None,  # not 0–1 on no tasks
