@@ -129,6 +129,11 @@ class TaskFamily(ABC):
     """One line for `lle worlds list`; empty means the class docstring's first line."""
     tools: ClassVar[tuple[str, ...]] = ()
     anchor: ClassVar[str] = "state"
+    quick_reset: ClassVar[bool | None] = None
+    """Whether building a small world's world and its first observation takes milliseconds. The contamination
+    index (`lle.governance.hygiene`) then makes the first observation part of each held-out item where goals
+    repeat across splits. None (a family that does not say): measured once, which depends on the machine's load
+    at that moment, so built-in families say it."""
     levels: ClassVar[tuple[str, ...]] = ()
     """Difficulty levels, easiest first, each in words (what makes it harder than the one before);
     `small_world(..., level=i)` cuts tasks at level i, `level=None` the family's unlevelled tasks."""

@@ -119,6 +119,7 @@ class HumanEvalFamily(TaskFamily):
     id = WORLD_ID
     family = "code"
     version = "1"
+    quick_reset = True
     projects = (PROJECT,)
     description = "repair a HumanEval function with one injected bug; hidden tests decide"
     tools = tuple(TOOL_NAMES)

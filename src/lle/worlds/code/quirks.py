@@ -267,6 +267,7 @@ class QuirksFamily(TaskFamily):
     id = WORLD_ID
     family = "code"
     version = "1"
+    quick_reset = True
     projects = PROJECT_NAMES
     description = "write or fix a money function the project's way (each project has its own quirk)"
     tools = tuple(TOOL_NAMES)

@@ -509,6 +509,7 @@ class ArenaFamily(TaskFamily):
     family = "games"
     version = "1"
     anchor = "state"
+    quick_reset = True
 
     def small_world(self, split: Split, seed: int, *, project: str | None = None,
                     level: int | None = None) -> SmallWorld:

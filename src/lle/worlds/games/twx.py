@@ -196,6 +196,7 @@ class TwxFamily(TaskFamily):
     version = "1"
     tools = ("act", "submit")
     anchor = "state"
+    quick_reset = False  # a TextWorldExpress game takes about 0.4 s to build and reset
 
     def small_world(self, split: Split, seed: int, *, project: str | None = None,
                     level: int | None = None) -> SmallWorld:

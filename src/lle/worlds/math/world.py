@@ -102,6 +102,7 @@ class MathFamily(TaskFamily):
 
     family = "math"
     version = "1"
+    quick_reset = True
     tools = tuple(TOOL_NAMES)
     anchor = ANCHOR
     dataset: ClassVar[str]

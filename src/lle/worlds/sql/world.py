@@ -257,6 +257,7 @@ class SqlFamily(TaskFamily):
 
     family = "sql"
     version = "1"
+    quick_reset = True  # about 2 ms: the project's database is built once and copied
     tools = tuple(TOOL_NAMES)
     anchor = ANCHOR
     project: ClassVar[str]

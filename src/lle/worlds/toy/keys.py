@@ -211,6 +211,7 @@ class KeysFamily(TaskFamily):
     version = "1"
     projects = PROJECTS
     description = "find a key, unlock a door, reach the vault (a seeded text maze)"
+    quick_reset = True
     tools = tuple(ALLOWED_TOOLS)
     anchor = "state"
     levels = LEVELS
