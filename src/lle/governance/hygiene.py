@@ -14,12 +14,9 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import itertools
-import json
 import logging
 import math
-import os
 import random
 import re
 import time
@@ -27,15 +24,14 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import JsonValue
 
-import lle
 from lle import registry
 from lle.context.compress import QUOTE_TAIL, outside_quotes
-from lle.core import Experience, SmallWorld, Split, canonical_json
+from lle.core import Experience, SmallWorld, Split
+from lle.governance.family_texts_cache import cache_path, read_cache, write_cache
 from lle.governance.pii import PLACEHOLDERS, carries_untrusted_instruction, find_instructions, redact
 from lle.worlds.base import TaskFamily
 
@@ -476,8 +472,8 @@ class ContaminationIndex:
         return index
 
     def _add_family(self, family: TaskFamily, per_split: int, budget_s: float) -> None:
-        path = _cache_path(family, per_split)
-        cached = _read_cache(path)
+        path = cache_path(family, per_split)
+        cached = read_cache(path)
         if cached is None:
             held, train, with_obs, notes, complete = _family_texts(family, per_split, budget_s)
         else:
@@ -487,7 +483,7 @@ class ContaminationIndex:
         closest = self.add_world(family.id, [(i, t) for i, t in held], train, family=family, with_observation=with_obs,
                                  closest=cached["closest"] if cached else None)
         if cached is None and complete and path is not None:
-            _write_cache(path, {"held": held, "train": train, "with_obs": with_obs, "notes": notes,
+            write_cache(path, {"held": held, "train": train, "with_obs": with_obs, "notes": notes,
                                 "closest": closest})
 
     @classmethod
@@ -519,7 +515,6 @@ class ContaminationIndex:
 
 
 _CACHE: dict[tuple[tuple[str, ...] | None, int], ContaminationIndex] = {}
-_CACHE_FORMAT = 2  # 2: first observations by the family's `quick_reset`, not by a timing
 
 
 def _family_texts(family: TaskFamily, per_split: int, budget_s: float
@@ -544,15 +539,13 @@ def _family_texts(family: TaskFamily, per_split: int, budget_s: float
     train_goals = {normalize(sw.goal) for sw in worlds[Split.train]}
     # Goals from a template (the same text in every split) say nothing about which item it is:
     # then the first observation is part of the item, if the family can produce it quickly.
-    with_obs = bool(held) and sum(normalize(sw.goal) in train_goals for sw in held) > 0.1 * len(held)
+    repeating = bool(held) and sum(normalize(sw.goal) in train_goals for sw in held) > 0.1 * len(held)
+    with_obs = repeating
     declared = getattr(type(family), "quick_reset", None)
     if with_obs and declared is not None:
         # Said by the family, not timed: a decision timed on a loaded machine was kept in the cache and
         # made a later index, on a quiet one, unable to tell the toy world's held-out items apart.
         with_obs = declared
-        if not with_obs:
-            notes.append(f"{family.id}: goals repeat across splits and first observations are slow to build; "
-                         "goals only")
     elif with_obs:
         probe = time.perf_counter()
         try:
@@ -561,47 +554,8 @@ def _family_texts(family: TaskFamily, per_split: int, budget_s: float
             with_obs = (time.perf_counter() - probe) * (len(held) + len(worlds[Split.train])) < 3.0
         except Exception:
             with_obs = False
-        if not with_obs:
-            notes.append(f"{family.id}: goals repeat across splits and first observations are slow or "
-                         "unavailable; goals only")
+    if repeating and not with_obs:
+        notes.append(f"{family.id}: goals repeat across splits and first observations are slow or "
+                     "unavailable; goals only")
     return ([[sw.id, _visible_text(family, sw, with_obs)] for sw in held],
             [_visible_text(family, sw, with_obs) for sw in worlds[Split.train]], with_obs, notes, complete)
-
-
-def _cache_path(family: TaskFamily, per_split: int) -> Path | None:
-    """Where a family's texts are kept between processes (`LLE_CACHE_DIR`, `off` to disable)."""
-    root = os.environ.get("LLE_CACHE_DIR") or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lle")
-    if root == "off":
-        return None
-    try:
-        # The family's own package sources are part of the key: editing a world invalidates its texts.
-        digest = hashlib.sha256()
-        for source in sorted(Path(inspect.getfile(type(family))).parent.glob("*.py")):
-            digest.update(source.name.encode() + source.read_bytes())
-        key = canonical_json([_CACHE_FORMAT, lle.__version__, family.id, family.version, family.options(),
-                              type(family).__qualname__, per_split, digest.hexdigest()])
-    except (OSError, TypeError, ValueError):
-        return None
-    return Path(root) / "contamination" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
-
-
-def _read_cache(path: Path | None) -> dict[str, Any] | None:
-    if path is None or not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-        return data if isinstance(data, dict) and {"held", "train", "with_obs", "notes", "closest"} <= set(data) \
-            else None
-    except (OSError, ValueError):
-        return None  # a damaged cache is rebuilt
-
-
-def _write_cache(path: Path, data: dict[str, Any]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(path)  # atomic: a concurrent reader sees the old file or the new one
-    except OSError as err:
-        log.info("contamination cache not written (%s); it is rebuilt next time", err)
