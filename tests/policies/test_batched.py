@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lle.core import Context, Limits, Split, Step
+from lle.core import Context, Limits, SmallWorld, Split, Step
 from lle.errors import EpisodeError, PolicyBackendError
 from lle.policies.batched import BatchedDecoder, BatchedPolicy
 from lle.policies.catalog import CATALOG
@@ -23,16 +23,19 @@ from lle.worlds.base import open_family, open_world
 pytestmark = pytest.mark.slow
 
 
+def first_context(sw: SmallWorld) -> Context:
+    """The context of a small world's first step."""
+    w = open_world(sw)
+    observation, _ = w.reset(seed=sw.seed)
+    context = PlainContextBuilder().build(sw, w.tools, [], observation)
+    w.close()
+    return context
+
+
 def first_contexts() -> list[Context]:
     """The first step's context of two small worlds of different worlds (different tools, prompts)."""
-    out = []
-    for world in ("toy/keys-v1", "math/arith-v1"):
-        sw = open_family(world).small_worlds(Split.train, 1)[0]
-        w = open_world(sw)
-        observation, _ = w.reset(seed=sw.seed)
-        out.append(PlainContextBuilder().build(sw, w.tools, [], observation))
-        w.close()
-    return out
+    return [first_context(open_family(world).small_worlds(Split.train, 1)[0])
+            for world in ("toy/keys-v1", "math/arith-v1")]
 
 
 def act_together(policies: list[BatchedPolicy], contexts: list[Context]) -> list[Any]:
@@ -74,6 +77,26 @@ def test_batched_greedy_actions_and_calls_equal_llama_policy(smollm_path: Path, 
              want_call.model_sha256)
     generated = sum(call.completion_tokens for _, call in got)
     assert decoder.stats.rounds - rounds < generated  # decoded together: fewer rounds than tokens
+
+
+def test_an_episode_decodes_as_if_its_slot_had_held_nothing_before(decoder: BatchedDecoder) -> None:
+    # Two tasks of one world: their prompts share the system text and the tools. Which episode a slot held
+    # before depends on which finished first (the clock); an episode's first step must not reuse it.
+    a, b = [first_context(sw) for sw in open_family("math/arith-v1").small_worlds(Split.train, 2)]
+    first = decoder.policy().act(a)
+    decoder.policy().act(b)  # this thread's slot now holds b's prompt, whose prefix is a's
+    again = decoder.policy().act(a)
+    assert again[0] == first[0] and again[1].completion == first[1].completion
+
+    tokens_a, tokens_b = [decoder.tokenize(decoder.prompt_of([m.model_dump() for m in c.messages])) for c in (a, b)]
+    stats, one = decoder.stats, 'root ::= "x"'
+    decoder.decode(tokens_b, one, max_tokens=1, owner=decoder.new_owner())
+    reused, shared = stats.reused_tokens, stats.shared_tokens
+    episode = decoder.new_owner()
+    decoder.decode(tokens_a, one, max_tokens=1, owner=episode)
+    assert (stats.reused_tokens, stats.shared_tokens) == (reused, shared)  # evaluated whole
+    decoder.decode(tokens_a, one, max_tokens=1, owner=episode)  # the same episode's next call reuses its own
+    assert stats.reused_tokens == reused + len(tokens_a) - 1
 
 
 def test_each_sequence_in_a_batch_obeys_its_own_grammar(decoder: BatchedDecoder) -> None:

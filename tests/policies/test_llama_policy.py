@@ -57,6 +57,15 @@ def test_same_context_same_action_without_prefix_reuse(smollm_path: Path, thread
 
 
 @pytest.mark.slow
+def test_a_new_episode_reuses_nothing_the_one_before_evaluated(smollm: Any) -> None:
+    # In a worker pool, which episode ran before depends on which finished first: the clock.
+    smollm.act(context("You are in the cellar. Exits: east, west. You see: a chest."))
+    assert smollm.llm.n_tokens > 0  # within an episode, the next step reuses this prefix
+    smollm.start_episode()
+    assert smollm.llm.n_tokens == 0
+
+
+@pytest.mark.slow
 def test_logprobs_when_asked(smollm_path: Path, threads: int) -> None:
     policy = LlamaPolicy(smollm_path, logprobs=True, temperature=0.7, seed=3, max_tokens=96, n_ctx=768,
                          n_threads=threads)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from lle.context.plain import PlainContextBuilder
 from lle.core import ActionRequest, ActionStatus, Context, Limits, LLMCall, Outcome, SmallWorld, Split, Step, WorldStep
 from lle.errors import InvalidInputError, UnknownIdError, WorldError
 from lle.policies import ScriptedPolicy
+from lle.runtime import harness
 from lle.runtime.harness import (
     Episode,
     PolicyFailed,
@@ -60,6 +62,20 @@ def test_an_episode_is_committed_step_by_step_and_read_back_equal(store: Store) 
     assert record.small_world == sw and record.policy.model == "toy-oracle" and record.initial_observation
 
 
+def test_the_harness_tells_a_policy_that_keeps_state_when_each_episode_starts() -> None:
+    class Counting(ScriptedPolicy):
+        starts = 0
+
+        def start_episode(self) -> None:
+            self.starts += 1
+            self.position = 0  # a scripted policy's state: its place in the script
+
+    sw = small_world()
+    policy = Counting(oracle_actions(sw))
+    first, second = Episode(sw, policy).run(), Episode(sw, policy).run()
+    assert policy.starts == 2 and [s.request for s in second.steps] == [s.request for s in first.steps]
+
+
 def test_a_policy_exception_is_a_recorded_step_and_the_outcome_stays_unknown(store: Store) -> None:
     def flaky(context: Context) -> ActionRequest:
         if len(context.messages) > 3:
@@ -97,13 +113,16 @@ def test_a_world_exception_is_a_recorded_error_step(store: Store) -> None:
     assert isinstance(stop_of(crashed), WorldFailed) and exp.outcome == Outcome.unknown
 
 
-def test_step_and_time_limits_stop_the_episode_with_their_reason(store: Store) -> None:
+def test_step_and_time_limits_stop_the_episode_with_their_reason(store: Store,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     looping = ScriptedPolicy(lambda _ctx: {"tool": "look"})
     exp = run_episode(small_world(), looping, limits=Limits(max_steps=4), store=store)
     assert len(exp.steps) == 4 and isinstance(stop_of(exp.steps[-1]), StepLimit)
-    slow = run_episode(small_world(), looping, limits=Limits(max_steps=1000, max_seconds=0.05),
-                       world_options={"step_cost_ms": 10.0})
-    assert 2 <= len(slow.steps) < 1000 and isinstance(stop_of(slow.steps[-1]), TimeLimit)
+    # A clock 20 ms a reading, so the machine's load cannot decide how many steps fit in 50 ms.
+    clock = itertools.count(0.0, 0.02)
+    monkeypatch.setattr(harness.time, "monotonic", lambda: next(clock))
+    slow = run_episode(small_world(), looping, limits=Limits(max_steps=1000, max_seconds=0.05))
+    assert len(slow.steps) == 3 and isinstance(stop_of(slow.steps[-1]), TimeLimit)
 
 
 def test_the_plain_context_shows_goal_tools_history_and_observation() -> None:

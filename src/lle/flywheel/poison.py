@@ -48,6 +48,7 @@ from lle.core import (
 from lle.evidence.verifiers import NON_GOAL_ANCHORS, SelfReport, evidence
 from lle.governance.hygiene import scrub_experience
 from lle.governance.lineage import active_items
+from lle.policies import start_episode
 from lle.store import Store, experiences
 
 WRAPPER_ID = "wrapper/poison-v1"
@@ -194,6 +195,9 @@ class PrematureSubmit:
         due = self._due()
         self.steps += 1
         return (CLAIM, None) if due else self.policy.act(context)
+
+    def start_episode(self) -> None:
+        start_episode(self.policy)
 
     def resume_from(self, history: Sequence[Step]) -> None:
         """Continue after the committed steps (the inner policy moves its plan; this counts them)."""

@@ -8,7 +8,7 @@ from lle.core import Policy, PolicyInfo
 from lle.errors import InvalidInputError
 from lle.policies.scripted import ScriptedPolicy
 
-__all__ = ["ScriptedPolicy", "load_policy", "policy_info", "policy_spec"]
+__all__ = ["ScriptedPolicy", "load_policy", "policy_info", "policy_spec", "start_episode"]
 
 
 def load_policy(spec: str) -> Policy:
@@ -38,3 +38,11 @@ def policy_spec(policy: Policy) -> str | None:
     """The spec that rebuilds `policy` for resume, when it has one."""
     spec = getattr(policy, "spec", None)
     return spec if isinstance(spec, str) else None
+
+
+def start_episode(policy: object) -> None:
+    """Tell `policy` that a new episode starts, when it keeps state between calls (`start_episode()`): a model
+    forgets the prompt it evaluated for the episode before, so one episode's actions do not depend on another's."""
+    start = getattr(policy, "start_episode", None)
+    if callable(start):
+        start()

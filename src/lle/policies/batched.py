@@ -9,13 +9,16 @@ next token of every generating sequence (or, in turns, one prompt chunk), then e
 under its own action grammar with the chain `Llama.create_chat_completion` builds (penalty, grammar,
 greedy), so greedy actions match `LlamaPolicy`'s.
 
-Prefix reuse: a request goes back to its episode's slot (else the idle slot whose cached tokens share
-the longest prefix), and only the tokens after the common prefix are evaluated, as `LlamaPolicy` does.
-Each slot has its own KV stream (`kv_unified=False`): one shared buffer interleaves the sequences'
-cells and changes the order of the attention sums, and so, now and then, a greedy token. With
-`share_prefix`, a prompt whose prefix (system text, tool signatures) another slot holds copies that
-slot's stream (`llama_memory_seq_cp`; llama.cpp copies between streams only whole) instead of
-evaluating it again; off by default, since a prefix evaluated in other chunks can round differently.
+Prefix reuse, within an episode only: a step goes back to its episode's slot and only the tokens
+after the common prefix with that episode's previous step are evaluated, as `LlamaPolicy` does. An
+episode's first step evaluates its whole prompt, whatever the slot held: a prefix evaluated in other
+chunks can round differently, and which episode a slot held before depends on which finished first,
+i.e. on the clock, which must not decide an action. Each episode thread keeps its slot (a new
+episode there clears it), so a live episode's slot is never taken. Each slot has its own KV stream
+(`kv_unified=False`): one shared buffer interleaves the sequences' cells and changes the order of the
+attention sums, and so, now and then, a greedy token. With `share_prefix` (off by default: it gives
+up that guarantee for speed), a first prompt whose prefix (system text, tool signatures) another slot
+holds copies that slot's stream (`llama_memory_seq_cp`; llama.cpp copies between streams only whole).
 
 A failed `llama_decode` (KV memory full, a native error) fails the requests in flight with
 `PolicyBackendError`; the decoder thread itself never stops on one. If the thread dies anyway, the next
@@ -26,6 +29,7 @@ committed, so the episode goes on from its last committed step (docs/32-batched-
 from __future__ import annotations
 
 import ctypes
+import itertools
 import json
 import os
 import threading
@@ -61,7 +65,7 @@ class BatchedDecoder:
 
     def __init__(self, model_path: str | Path, *, model_id: str | None = None, sha256: str | None = None,
                  slots: int | None = None, n_ctx: int = 2048, n_threads: int | None = None,
-                 share_prefix: bool = True, seed: int = 0) -> None:
+                 share_prefix: bool = False, seed: int = 0) -> None:
         self.model_path = Path(model_path)
         self.model_id = model_id or self.model_path.name
         self.sha256 = sha256
@@ -80,6 +84,7 @@ class BatchedDecoder:
         self._thread: threading.Thread | None = None
         self._died: BaseException | None = None
         self._crash_next = False
+        self._owner_ids = itertools.count(1)
         self.spec: str | None = None
         """The model spec, when built by `from_spec`: a resumed episode rebuilds an unbatched `LlamaPolicy` from it."""
         self._build()
@@ -130,6 +135,8 @@ class BatchedDecoder:
         self._batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self._generated_last = False
         self._cached: list[list[int]] = [[] for _ in range(self.slots)]
+        self._owners: list[int | None] = [None] * self.slots  # whose tokens each slot's cache holds
+        self._pinned: dict[int, int] = {}  # episode thread -> its slot
         self._busy: list[Request | None] = [None] * self.slots
         self._render = chat_renderer(self.llm)
         self._died = None
@@ -186,6 +193,10 @@ class BatchedDecoder:
         """A policy on this decoder (a `run_many` policy factory: `policy_factory=decoder.policy`)."""
         return BatchedPolicy(self, **params)
 
+    def new_owner(self) -> int:
+        """A fresh owner id for an episode's requests: a slot's cached tokens are reused by their owner only."""
+        return next(self._owner_ids)
+
     def tokenize(self, prompt: str) -> list[int]:
         """The prompt's tokens, as `Llama.create_completion` makes them from the chat template's text."""
         tokens: list[int] = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
@@ -214,11 +225,12 @@ class BatchedDecoder:
 
     def decode(self, tokens: list[int], grammar: str, *, temperature: float = 0.0, seed: int = 0,
                max_tokens: int = 256, repeat_penalty: float = 1.1, affinity: int | None = None,
-               reuse_prefix: bool = True) -> Decoded:
+               reuse_prefix: bool = True, owner: int | None = None) -> Decoded:
         """Generate under `grammar` after `tokens`; blocks until done. Raises `PolicyBackendError`.
 
-        `reuse_prefix=False` evaluates the whole prompt afresh (as `LlamaPolicy(reuse_prefix=False)`):
-        the action then depends on the context alone, not on what the slot evaluated before."""
+        Only tokens that `owner` (an episode, `new_owner`) evaluated before in the slot are reused; a request
+        without an owner, or with `reuse_prefix=False`, evaluates its whole prompt (as
+        `LlamaPolicy(reuse_prefix=False)`): the action then depends on the context alone."""
         if len(tokens) + 1 > self.n_ctx:
             raise PolicyBackendError(
                 f"{self.model_id} cannot take this prompt: Requested tokens ({len(tokens)}) exceed context window "
@@ -226,7 +238,7 @@ class BatchedDecoder:
             )
         request = Request(tokens=list(tokens), grammar=grammar, temperature=temperature, seed=seed,
                            max_tokens=min(max_tokens, self.n_ctx - len(tokens)), repeat_penalty=repeat_penalty,
-                           affinity=affinity, reuse=reuse_prefix)
+                           affinity=affinity, reuse=reuse_prefix, owner=owner, thread=threading.get_ident())
         with self._cond:
             if self._closed:
                 raise PolicyBackendError(f"the batched decoder of {self.model_id} is closed")
@@ -271,7 +283,8 @@ class BatchedDecoder:
         self._queue.clear()
 
     def _admit(self) -> None:
-        """Give each waiting request an idle slot: its own last slot, else the longest cached common prefix.
+        """Give each waiting request an idle slot: its episode's slot, else its thread's, else one no other
+        episode thread holds (so a live episode's slot, idle while its world steps, is not taken).
 
         With prefix sharing, a request whose prefix another request is still evaluating waits for it
         (episodes that start together would otherwise each evaluate the same system text and tools)."""
@@ -281,8 +294,11 @@ class BatchedDecoder:
             if not idle:
                 break
             request = self._queue.popleft()
-            slot = request.affinity if request.affinity in idle else \
-                max(idle, key=lambda s: (common_prefix(self._cached[s], request.tokens), -len(self._cached[s])))
+            held = {s for t, s in self._pinned.items() if t != request.thread}
+            mine = self._pinned.get(request.thread)
+            slot = next((s for s in (request.affinity, mine) if s in idle), None)
+            if slot is None:
+                slot = min((s for s in idle if s not in held), default=idle[0])
             if self.share_prefix and request.reuse and self._evaluating_prefix(request, slot):
                 waiting.append(request)
                 continue
@@ -298,8 +314,11 @@ class BatchedDecoder:
     def _start(self, request: Request, slot: int) -> None:
         llama_cpp = _llama_cpp()
         tokens = request.tokens
-        keep = common_prefix(self._cached[slot], tokens) if request.reuse else 0
+        mine = request.reuse and request.owner is not None and self._owners[slot] == request.owner
+        keep = common_prefix(self._cached[slot], tokens) if mine else 0
         own = keep
+        self._owners[slot] = request.owner
+        self._pinned = {t: s for t, s in self._pinned.items() if s != slot} | {request.thread: slot}
         if self.share_prefix and request.reuse:
             donor, shared = max(((s, common_prefix(self._cached[s], tokens)) for s in range(self.slots) if s != slot),
                                 key=lambda d: d[1], default=(-1, 0))
@@ -488,6 +507,7 @@ class BatchedPolicy:
         self.reuse_prefix = reuse_prefix
         self.lean = lean
         self._slot: int | None = None
+        self._owner = decoder.new_owner()
         # `lle episodes resume` rebuilds the policy from this: the same model, greedy, decodes the same actions.
         self.spec = decoder.spec
 
@@ -508,11 +528,16 @@ class BatchedPolicy:
         """Tokens of `text` in the decoder's tokenizer (for `for_policy`'s budgeted context)."""
         return len(self.decoder.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
+    def start_episode(self) -> None:
+        """Decode the next episode afresh: nothing this policy evaluated before is reused (the harness calls it)."""
+        self._owner = self.decoder.new_owner()
+        self._slot = None
+
     def _decode(self, tokens: list[int], grammar: str, attempt: int) -> Decoded:
         temperature = self.temperature if attempt == 0 else max(self.temperature, 0.7)
         kwargs: dict[str, Any] = {"temperature": temperature, "seed": self.seed + attempt,
                                   "max_tokens": self.max_tokens, "repeat_penalty": self.repeat_penalty,
-                                  "reuse_prefix": self.reuse_prefix}
+                                  "reuse_prefix": self.reuse_prefix, "owner": self._owner}
         if not self.decoder.alive:
             self.decoder.restart()
         try:

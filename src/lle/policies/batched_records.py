@@ -40,6 +40,10 @@ class Request:
     repeat_penalty: float
     affinity: int | None
     reuse: bool = True
+    owner: int | None = None
+    """The episode asking (`BatchedDecoder.new_owner`): a slot's cached tokens are reused only by their owner."""
+    thread: int = 0
+    """The calling thread: an episode thread keeps its slot from one episode to the next."""
     done: threading.Event = field(default_factory=threading.Event)
     error: Exception | None = None
     slot: int = -1

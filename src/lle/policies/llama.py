@@ -13,7 +13,9 @@ llama.cpp keeps the evaluated prompt and reuses its longest common prefix on the
 evaluation is most of a first step's time on 2 cores: ~110 tokens/s a thread). The price: a prefix
 evaluated incrementally gives logits a rounding error apart from one evaluated in one batch, so at
 temperature 0 the same context can, rarely, decode differently depending on what was evaluated
-before; `reuse_prefix=False` makes each call depend on its context alone.
+before. So the reuse stays inside an episode: `start_episode` (the harness calls it) forgets what the
+previous episode left, which in a worker pool depends on which episode finished first, i.e. on the
+clock; `reuse_prefix=False` makes each call depend on its context alone.
 
 With `lean`, the action is decoded under `lle.actions.lean_schema` (short keys) in a grammar without
 whitespace between JSON tokens (`gbnf_of(compact=True)`), and mapped back (`from_lean`) to the same
@@ -290,6 +292,11 @@ class LlamaPolicy:
         except RuntimeError as err:  # a failed llama_decode (e.g. out of memory for the KV cache)
             raise PolicyBackendError(f"{self.model_id} failed to decode: {err}; lower n_ctx or free memory") from err
         return result
+
+    def start_episode(self) -> None:
+        """Evaluate the next episode's first prompt afresh: an episode's actions do not depend on the one before."""
+        with self._lock:
+            self.llm.reset()
 
     def prompt_of(self, messages: list[dict[str, str]]) -> str:
         """The prompt `act` records for `messages`: the chat template's text, else the messages as JSON."""

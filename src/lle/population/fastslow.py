@@ -27,7 +27,7 @@ from lle.core import (
     Step,
     ToolSpec,
 )
-from lle.policies import policy_info
+from lle.policies import policy_info, start_episode
 from lle.runtime.stuck import detect
 
 FAST_SLOW = "fast_slow"
@@ -82,6 +82,10 @@ class FastSlowPolicy:
         """The note for the step just decided (the harness puts it on the step)."""
         note, self._note = self._note, None
         return [note] if note is not None else []
+
+    def start_episode(self) -> None:
+        start_episode(self.fast)
+        start_episode(self.slow)
 
     def resume_from(self, history: Sequence[Step]) -> None:
         self.history = list(history)

@@ -35,7 +35,7 @@ from lle.core import (
     new_id,
 )
 from lle.errors import WorldError
-from lle.policies import policy_info, policy_spec
+from lle.policies import policy_info, policy_spec, start_episode
 from lle.runtime.grounding import Grounded, Grounder, SkillTool
 from lle.runtime.levers import LeverState, NothingLeft
 from lle.runtime.recorder import Assessor, NullRecorder, Recorder, StoreRecorder
@@ -267,6 +267,9 @@ class Episode:
         if self.world is None:
             self.world = open_world(self.small_world, **self.world_options)
         self.world_version = str(getattr(self.world, "version", ""))
+        # A policy that keeps what it evaluated (a model's prompt cache) forgets the episode before, which in a
+        # pool or a slot depends on what finished first: the clock must not decide an action.
+        start_episode(self.policy)
         observation, _info = self.world.reset(seed=self.small_world.seed, options=None)
         if not isinstance(observation, str):
             raise WorldError(f"{self.small_world.world}: reset returned a {type(observation).__name__} observation; "
