@@ -22,8 +22,8 @@ def test_repeats_collapse_into_one_counted_line() -> None:
     lines = compress_trajectory([step(i) for i in range(6)] + [step(6, "move", "moved")])
     assert [(x.first, x.last) for x in lines] == [(0, 5), (6, 6)]
     assert "[same result 6x]" in lines[0].text
-    assert format_line(lines[0]).startswith("steps 0-5: look {}")
-    assert format_line(lines[1]).startswith("step 6: move")
+    assert format_line(lines[0]).startswith("steps 1-6: look {}")
+    assert format_line(lines[1]).startswith("step 7: move")
 
 
 def test_decision_points_are_never_collapsed() -> None:

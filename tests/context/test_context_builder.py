@@ -60,8 +60,8 @@ def item(content: str, carrier: CarrierKind = CarrierKind.memory) -> CarrierItem
 
 
 def step_labels(user: str) -> list[int]:
-    """The last step index of each trajectory line shown."""
-    return [int(m.group(2) or m.group(1)) for m in re.finditer(r"^steps? (\d+)(?:-(\d+))?:", user, re.M)]
+    """The last step index of each trajectory line shown (its label counts from 1, the index from 0)."""
+    return [int(m.group(2) or m.group(1)) - 1 for m in re.finditer(r"^steps? (\d+)(?:-(\d+))?:", user, re.M)]
 
 
 def observation_of(user: str) -> str:

@@ -201,6 +201,8 @@ def compress_trajectory(
 
 
 def format_line(line: TrajectoryLine) -> str:
-    """The line with its step label, e.g. `step 3-7: look {} -> … [same result 5x]`."""
-    label = f"step {line.first}" if line.count == 1 else f"steps {line.first}-{line.last}"
+    """The line with its step label, counted from 1 as the model's other notes count (the budget line, the
+    working memory, the stuck note), e.g. `steps 4-8: look {} -> … [same result 5x]`."""
+    first, last = line.first + 1, line.last + 1
+    label = f"step {first}" if line.count == 1 else f"steps {first}-{last}"
     return f"{label}: {line.text}"
