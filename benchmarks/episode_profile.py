@@ -1,13 +1,15 @@
 """Episodes per hour with the embedded model: today's process pool against batched decoding; prints JSON.
 
     .venv/bin/python benchmarks/episode_profile.py [--quick] [--episodes 16] [--steps 6] [--slots 1,2,4,8]
-        [--lean-slots 4] [--no-shared]
+        [--lean-slots 4] [--no-shared] [--no-batch-tokens] [--model smollm2-135m]
 
 The same train small worlds (half `math/arith-v1`, half `toy/keys-v1`), the default model
 (SmolLM2-135M), greedy, each run into a fresh SQLite store with the CLI's assessment:
 - `pool`: `run_many(workers=2)`, each worker process with its own `LlamaPolicy` on one thread;
 - `batched/N`: `run_many(backend=ThreadBackend(N))` with one `BatchedDecoder` of N slots (two threads),
-  prefix sharing off, and once more at the largest N with prefix sharing on (unless `--no-shared`);
+  one sequence's token a round, prefix sharing off; once more at the largest N with prefix sharing on
+  (unless `--no-shared`) and once with every generating sequence's token in one round (`+batch_tokens`,
+  unless `--no-batch-tokens`);
 - `batched/N+lean` (N = `--lean-slots`, 0: none): the same with lean actions (`lle.actions.lean_schema`:
   short keys, no whitespace, the prompt's output format and past turns in that form); its actions are
   compared with the pool's and with `batched/N`'s (the prompt differs, so greedy outcomes may too).
@@ -68,13 +70,13 @@ class _TimedLlama(LlamaPolicy):
 class TimedFactory:
     """Picklable policy factory for the pool's workers (one model per worker, reused across its episodes)."""
 
-    def __init__(self, path: str, folder: str) -> None:
-        self.path, self.folder = path, folder
+    def __init__(self, path: str, folder: str, model: str = DEFAULT_MODEL) -> None:
+        self.path, self.folder, self.model = path, folder, model
         self._policy: _TimedLlama | None = None
 
     def __call__(self, small_world: SmallWorld) -> LlamaPolicy:
         if self._policy is None:
-            self._policy = _TimedLlama(self.path, model_id=DEFAULT_MODEL, sha256=CATALOG[DEFAULT_MODEL].sha256,
+            self._policy = _TimedLlama(self.path, model_id=self.model, sha256=CATALOG[self.model].sha256,
                                        n_threads=1)
             self._policy.log = Path(self.folder) / f"{os.getpid()}.jsonl"
         return self._policy
@@ -161,19 +163,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="threads of the batched decoder")
     parser.add_argument("--lean-slots", type=int, default=4, help="slots of the lean arm (0: no lean arm)")
     parser.add_argument("--no-shared", action="store_true", help="no prefix-sharing arm")
+    parser.add_argument("--no-batch-tokens", action="store_true", help="no arm batching the generated tokens")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="a catalog model (default: the default model)")
     args = parser.parse_args()
     if args.quick:
         args.episodes, args.steps = 8, 4
     counts = [int(x) for x in args.slots.split(",")]
-    path = str(locate(DEFAULT_MODEL))
+    path = str(locate(args.model))
     sws = worlds(args.episodes)
     limits = Limits(max_steps=args.steps)
-    out: dict[str, Any] = {"benchmark": "episode_profile", "model": DEFAULT_MODEL, "cpus": os.cpu_count(),
+    out: dict[str, Any] = {"benchmark": "episode_profile", "model": args.model, "cpus": os.cpu_count(),
                            "episodes": args.episodes, "max_steps": args.steps,
                            "worlds": ["math/arith-v1", "toy/keys-v1"], "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        report, done = profile(sws, TimedFactory(path, tmp), LocalBackend(2), 2, limits, folder)
+        report, done = profile(sws, TimedFactory(path, tmp, args.model), LocalBackend(2), 2, limits, folder)
         perf = [json.loads(line) for log in folder.glob("*.jsonl") for line in log.read_text().splitlines()]
         prompt_s = sum(p["prompt_ms"] for p in perf) / 1000
         model_s = report["time_s"]["model"]
@@ -183,12 +187,14 @@ def main() -> None:
         report["prompt_tokens_evaluated_per_step"] = round(evaluated / report["steps"], 1)
         out["runs"]["pool/2"] = report
         reference = actions(done)
-        plans = [(n, False, False) for n in counts] + ([] if args.no_shared else [(max(counts), True, False)])
-        plans += [(args.lean_slots, False, True)] if args.lean_slots > 0 else []
+        plans = [(n, False, False, False) for n in counts]
+        plans += [] if args.no_shared else [(max(counts), True, False, False)]
+        plans += [] if args.no_batch_tokens else [(max(counts), False, False, True)]
+        plans += [(args.lean_slots, False, True, False)] if args.lean_slots > 0 else []
         by_arm: dict[str, list[list[str]]] = {}
-        for slots, share, lean in plans:
-            with BatchedDecoder(path, model_id=DEFAULT_MODEL, sha256=CATALOG[DEFAULT_MODEL].sha256, slots=slots,
-                                n_threads=args.threads, share_prefix=share) as decoder:
+        for slots, share, lean, tokens in plans:
+            with BatchedDecoder(path, model_id=args.model, sha256=CATALOG[args.model].sha256, slots=slots,
+                                n_threads=args.threads, share_prefix=share, batch_tokens=tokens) as decoder:
                 report, done = profile(sws, functools.partial(decoder.policy, lean=lean), ThreadBackend(slots), 1,
                                        limits, folder, lean=lean)
                 st = decoder.stats
@@ -204,7 +210,8 @@ def main() -> None:
             report["prefix_tokens_shared_per_step"] = round(st.shared_tokens / max(report["steps"], 1), 1)
             report["speedup"] = round(report["episodes_per_hour"] / out["runs"]["pool/2"]["episodes_per_hour"], 2)
             report["actions_vs_pool"] = compare(reference, actions(done))
-            name = f"batched/{slots}" + ("+shared_prefix" if share else "") + ("+lean" if lean else "")
+            name = f"batched/{slots}" + ("+shared_prefix" if share else "") + ("+lean" if lean else "") + \
+                ("+batch_tokens" if tokens else "")
             if lean and f"batched/{slots}" in by_arm:
                 report["actions_vs_unlean"] = compare(by_arm[f"batched/{slots}"], actions(done))
             by_arm[name] = actions(done)

@@ -4,10 +4,18 @@
 time; on a small CPU the matrix work of one sequence leaves most of each weight load unused. Here one
 `BatchedDecoder` holds the model and a KV memory with `slots` sequences; episodes run in threads, each
 with a light `BatchedPolicy` whose `act` hands its prompt and grammar to the decoder thread and waits.
-The decoder thread batches whatever is pending (continuous batching): one `llama_decode` evaluates the
-next token of every generating sequence (or, in turns, one prompt chunk), then each sequence samples
-under its own action grammar with the chain `Llama.create_chat_completion` builds (penalty, grammar,
-greedy), so greedy actions match `LlamaPolicy`'s.
+The decoder thread interleaves whatever is pending: one `llama_decode` evaluates one sequence's next
+token or one prompt chunk (with `batch_tokens`, the next token of every generating sequence at once),
+then the sequence samples under its own action grammar with the chain `Llama.create_chat_completion`
+builds (penalty, grammar, greedy), so greedy actions match `LlamaPolicy`'s. The model is loaded once,
+and while one episode's world steps or its context is built, the others keep the model busy.
+
+Greedy actions must depend on the prompt alone, not on the clock. By default a round evaluates one
+sequence's next token, the sequences in turns: a round of N tokens multiplies the weights with an N-row
+matrix, and llama.cpp's CPU kernels round differently for different N, so with Qwen2.5-Coder-0.5B the same
+prompt decoded alone, among 8 and among 8 in another order gave different greedy text for 5-6 of 8 prompts
+(SmolLM2-135M: 0 of 16). On a CPU a round of N tokens costs about N rounds of one, so little is lost;
+`batch_tokens=True` batches them anyway.
 
 Prefix reuse, within an episode only: a step goes back to its episode's slot and only the tokens
 after the common prefix with that episode's previous step are evaluated, as `LlamaPolicy` does. An
@@ -65,7 +73,7 @@ class BatchedDecoder:
 
     def __init__(self, model_path: str | Path, *, model_id: str | None = None, sha256: str | None = None,
                  slots: int | None = None, n_ctx: int = 2048, n_threads: int | None = None,
-                 share_prefix: bool = False, seed: int = 0) -> None:
+                 share_prefix: bool = False, batch_tokens: bool = False, seed: int = 0) -> None:
         self.model_path = Path(model_path)
         self.model_id = model_id or self.model_path.name
         self.sha256 = sha256
@@ -75,6 +83,9 @@ class BatchedDecoder:
         self.n_ctx = n_ctx
         self.n_threads = n_threads or threads_from_env()
         self.share_prefix = share_prefix
+        self.batch_tokens = batch_tokens
+        """Evaluate the next token of every generating sequence in one `llama_decode` (faster), at the price of
+        greedy tokens that depend on how many sequences were decoded together (see the module docstring)."""
         self.seed = seed
         self.stats = DecodeStats()
         self._cond = threading.Condition()
@@ -134,6 +145,7 @@ class BatchedDecoder:
         self._n_vocab = self.llm.n_vocab()
         self._batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self._generated_last = False
+        self._turn = 0  # the slot whose sequence generates next, when tokens are not batched
         self._cached: list[list[int]] = [[] for _ in range(self.slots)]
         self._owners: list[int | None] = [None] * self.slots  # whose tokens each slot's cache holds
         self._pinned: dict[int, int] = {}  # episode thread -> its slot
@@ -392,6 +404,10 @@ class BatchedDecoder:
         prompting = [r for r in active if not r.generated and r.pending]
         prompt_turn = bool(prompting) and (not generating or self._generated_last)
         self._generated_last = not prompt_turn
+        if generating and not self.batch_tokens:  # one sequence a round, in turns: its own numbers alone
+            generating = [min(generating, key=lambda r: (r.slot - self._turn) % self.slots)]
+            if not prompt_turn:
+                self._turn = generating[0].slot + 1
         for request in prompting[:1] if prompt_turn else generating:
             chunk = request.pending[:N_BATCH]
             cached = self._cached[request.slot]
