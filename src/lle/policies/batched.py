@@ -388,7 +388,8 @@ class BatchedDecoder:
         request.done.set()
 
     def _round(self) -> None:
-        """One `llama_decode`: the next token of every generating sequence, or one prompt chunk, in turns.
+        """One `llama_decode`: one sequence's next token (with `batch_tokens`, every generating sequence's), or
+        one prompt chunk, in turns.
 
         A prompt chunk never shares a round: with a KV stream per sequence llama.cpp splits a batch into
         equal per-sequence parts, which would cut the chunk differently from `LlamaPolicy`'s N_BATCH
