@@ -17,7 +17,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import JsonValue
 
@@ -26,6 +26,9 @@ from lle.core import CarrierItem, CarrierKind, Experience, Policy, Scope, ScopeL
 from lle.errors import InvalidInputError
 from lle.governance import gates
 from lle.store import Store
+
+if TYPE_CHECKING:
+    from lle.carriers.memory import MemoryCarrier
 
 STRATEGIES = ("none", "raw", "reflect", "lle")
 """The strategies `lle run --compare` runs side by side."""
@@ -108,6 +111,19 @@ class WorkerCache:
             self.stores[db_path] = Store(db_path)
         return self.stores[db_path]
 
+    def memory(self, db_path: str) -> MemoryCarrier:
+        """This thread's memory carrier over the store. Kept, not rebuilt per episode: it folds in what the
+        writer added since its last search (high-water marks), where a new one reloads every item (100k:
+        1.8 s an episode start), and it keeps the query vectors of goals already seen."""
+        from lle.carriers.memory import MemoryCarrier
+
+        if not hasattr(self._local, "memories"):
+            self._local.memories = {}
+        memories: dict[str, MemoryCarrier] = self._local.memories
+        if db_path not in memories:
+            memories[db_path] = MemoryCarrier(self.store(db_path))
+        return memories[db_path]
+
 
 class Retriever:
     """Per-episode retrieval from a strategy's store (opened lazily, once per worker process).
@@ -142,7 +158,6 @@ class Retriever:
             # The naive way: the most similar whole logs, whatever they contain.
             ids = [ref for kind, ref, _ in db.search(query[:500], limit=RAW_K * 4) if kind == "memory"][:RAW_K]
             return db.items_by_id(ids)
-        from lle.carriers.memory import MemoryCarrier
         from lle.carriers.rules import RuleBook
 
         scope = Scope(level=ScopeLevel.task, family=small_world.family, project=small_world.project,
@@ -154,7 +169,7 @@ class Retriever:
             return [i for i in items if gates.inherited(small_world, i.scope)][:LLE_K]
 
         return [*inherited(RuleBook(db).retrieve(query, scope, k=4 * LLE_K)),
-                *inherited(MemoryCarrier(db).retrieve(query, scope, k=4 * LLE_K))]
+                *inherited(self.cache.memory(self.db_path).retrieve(query, scope, k=4 * LLE_K))]
 
 
 @dataclass(frozen=True)

@@ -435,9 +435,7 @@ class Store:
         return [ExperienceRow(**dict(zip(names, r, strict=True)), revoked=r[0] in revoked) for r in rows]
 
     def count(self, table: str) -> int:
-        if table not in {*ID_TABLES.values(), "steps", "blobs", "episodes"}:
-            raise StoreError(f"unknown ledger table {table!r}")
-        row = self.conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        row = self.conn.execute(f"SELECT count(*) FROM {_ledger_table(table)}").fetchone()
         return int(row[0]) if row else 0
 
     def list_updates(self, *, limit: int = 50, offset: int = 0, carrier: str | None = None,
@@ -497,8 +495,9 @@ class Store:
 
     def last_rowid(self, table: str) -> int:
         """The highest rowid of a ledger table (0 when empty): a high-water mark for incremental reads."""
-        self.count(table)  # checks the name
-        row = self.conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()
+        # Not through count(): memory retrieval reads this mark on every search, and count(*) scans the
+        # whole table (100k memory items: ~1.6 ms, and it evicts the FTS pages the search reads next).
+        row = self.conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {_ledger_table(table)}").fetchone()
         return int(row[0]) if row else 0
 
     def revoked_ids(self) -> set[str]:
@@ -572,6 +571,13 @@ class Store:
     def schema_sql(self) -> str:
         return "\n".join(str(r[0]) + ";" for r in self.conn.execute(
             "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY rowid"))
+
+
+def _ledger_table(table: str) -> str:
+    """`table`, checked: the name is put into SQL, so only the ledger's own tables pass."""
+    if table not in {*ID_TABLES.values(), "steps", "blobs", "episodes"}:
+        raise StoreError(f"unknown ledger table {table!r}")
+    return table
 
 
 def _searchable_text(exp: Experience) -> str:
