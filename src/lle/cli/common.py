@@ -31,6 +31,9 @@ RunOption = Annotated[str | None, typer.Option(
                                         "instead of the workspace's own.")]
 StrategyOption = Annotated[str | None, typer.Option(
     "--strategy", help="With --run: which strategy's store (lle, raw, none); default lle if it ran, else the first.")]
+SlotsOption = Annotated[str, typer.Option(
+    "--slots", metavar="N|auto", help="Decode N episodes together in one embedded model (batched); auto: as many as "
+                                      "the cores suit for an embedded model, else 0; 0: one model per worker.")]
 WideOption = Annotated[bool, typer.Option("--wide", help="Never wrap a cell: one line per row (for wide terminals "
                                                          "and grep).")]
 
@@ -54,6 +57,24 @@ def open_store(run: str | None = None, strategy: str | None = None) -> Store:
     found = lookup.run_store(run, strategy, settings.workspace)
     err_console.print(f"store: {found.describe()}", soft_wrap=True)
     return found.open()
+
+
+def slots_of(value: str, *, batchable: bool, most: int | None = None) -> int:
+    """`--slots N|auto` as a number: auto is the decoder's default for this machine (at most `most`) when the
+    episodes can be batched (an embedded model, nothing the decoder cannot apply), else 0."""
+    if value == "auto":
+        from lle.policies.batched import default_slots
+
+        return min(default_slots(), most or default_slots()) if batchable else 0
+    try:
+        slots = int(value)
+    except ValueError:
+        raise InvalidInputError(f"--slots {value!r} is not a number; say N (episodes decoded together), 0 for one "
+                                "model per worker, or auto") from None
+    if slots < 0:
+        raise InvalidInputError(f"--slots {slots} must be at least 1 (episodes decoded together), 0 for one model "
+                                "per worker, or auto")
+    return slots
 
 
 def styled(text: str, style: str) -> Text:

@@ -10,12 +10,14 @@ import typer
 from lle.cli.common import (
     MAX_ROWS,
     RunOption,
+    SlotsOption,
     StrategyOption,
     WideOption,
     err_console,
     open_store,
     print_json,
     print_table,
+    slots_of,
     table,
 )
 from lle.config import Levers
@@ -79,8 +81,7 @@ def run(
     levers: str = typer.Option("off", "--levers", help=f"Harness levers: off, all, or some of {', '.join(LEVERS)}."),
     as_json: bool = typer.Option(False, "--json", help="Print the stored experience as JSON."),
     count: int = typer.Option(1, "--count", help="Episodes to run, at seeds SEED, SEED+1, …"),
-    slots: int = typer.Option(0, "--slots", help="Decode N episodes together in one model (batched; a catalog "
-                              "model or PATH.gguf); 0: one episode at a time."),
+    slots_option: SlotsOption = "auto",
     lean: bool = typer.Option(False, "--lean", help="Lean actions: short keys, no whitespace in the decoded JSON."),
 ) -> None:
     """Run one episode (or --count of them), store it step by step, print its experience id.
@@ -93,6 +94,8 @@ def run(
         raise InvalidInputError(f"--split {split!r} is not a split; use train, dev or test") from None
     if base_url:
         os.environ["LLE_BASE_URL"] = base_url  # read by the OpenAI policy, as `lle run --base-url` does
+    embedded = not policy.startswith(("scripted:", "openai:"))
+    slots = slots_of(slots_option, batchable=embedded and count > 1, most=count)
     check_batching(policy, slots=slots, count=count, lean=lean)
     family = open_family(world_id)
     small_worlds = [family.small_world(chosen, seed + i, project=project) for i in range(count)]
@@ -122,9 +125,6 @@ def check_batching(policy: str, *, slots: int, count: int, lean: bool) -> None:
     """One line naming the option and the fix, before any model loads."""
     if count < 1:
         raise InvalidInputError(f"--count {count} must be at least 1 (the episodes to run)")
-    if slots < 0:
-        raise InvalidInputError(f"--slots {slots} must be at least 1 (episodes decoded together), or 0 for one "
-                                "at a time")
     embedded = not policy.startswith(("scripted:", "openai:"))
     if (slots or lean) and not embedded:
         option = "--slots" if slots else "--lean"

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lle.cli import common
-from lle.cli.common import console, print_json, settings
+from lle.cli.common import SlotsOption, console, print_json, settings, slots_of
 from lle.cli.episodes import ALL_LEVERS, parse_levers
 from lle.config import RunConfig
 from lle.core import Step, Update
@@ -99,9 +99,6 @@ def reach_server(spec: str) -> None:
 
 def check_batching(model: str, *, slots: int, lean: bool, executor: str, weights_min_rows: int | None) -> None:
     """`--slots` and `--lean`: one line naming the option and the fix, before any run folder exists."""
-    if slots < 0:
-        raise InvalidInputError(f"--slots {slots} must be at least 1 (episodes decoded together), or 0 for the "
-                                "worker pool")
     option = "--slots" if slots else "--lean" if lean else None
     if option and (model == "oracle" or model.startswith("openai:")):
         raise InvalidInputError(f"{option} needs an embedded model (a catalog name or PATH.gguf), not {model}; "
@@ -173,8 +170,7 @@ def run(
     weights_min_rows: int | None = typer.Option(None, "--weights-min-rows", min=1, max=MAX_TASKS * 100,
                                                 help="lle trains a LoRA adapter after a round whose dataset gained "
                                                      "this many sft rows (extra [train]); default: never."),
-    slots: int = typer.Option(0, "--slots", help="Decode N episodes together in one model in this process "
-                              "(batched; a catalog model or PATH.gguf); 0: the worker pool."),
+    slots_option: SlotsOption = "auto",
     lean: bool = typer.Option(False, "--lean", help="Lean actions: short keys, no whitespace in the decoded JSON."),
     resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Continue a killed run."),
     as_json: bool = typer.Option(False, "--json", help="No progress display; print the summary as JSON."),
@@ -189,6 +185,8 @@ def run(
     else:
         if executor not in ("process", "ray"):
             raise InvalidInputError(f"--executor {executor!r} is unknown; use process or ray")
+        embedded = not (model == "oracle" or model.startswith(("openai:", "scripted:")))
+        slots = slots_of(slots_option, batchable=embedded and executor == "process" and weights_min_rows is None)
         check_batching(model, slots=slots, lean=lean, executor=executor, weights_min_rows=weights_min_rows)
         if scenario not in (None, "poison"):
             raise InvalidInputError(f"--scenario {scenario!r} is unknown; the one scenario is poison")
