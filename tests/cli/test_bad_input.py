@@ -219,7 +219,19 @@ def test_bad_slots_count_or_lean_are_refused_before_a_model_loads(workspace: Pat
                               "embedded model", "--policy")
     flywheel = ("run", "--suite", "toy", "--model")
     assert_one_line_error(lle(workspace, *flywheel, "smollm2-135m", "--slots", "-2"), "--slots -2", "at least 1")
+    for command in (flywheel, run):
+        assert_one_line_error(lle(workspace, *command, "smollm2-135m", "--slots", "many"), "--slots 'many'", "auto")
     assert_one_line_error(lle(workspace, *flywheel, "oracle", "--slots", "2"), "--slots", "embedded model", "--model")
     assert_one_line_error(lle(workspace, *flywheel, "smollm2-135m", "--slots", "2", "--executor", "ray"),
                           "--slots", "--executor ray")
     assert files(workspace) == before and not (workspace / "runs").exists()
+
+
+def test_slots_auto_batches_only_what_can_be_batched() -> None:
+    from lle.cli.common import slots_of
+    from lle.policies.batched import default_slots
+
+    assert slots_of("auto", batchable=True) == default_slots() >= 2
+    assert slots_of("auto", batchable=True, most=3) == 3  # lle episodes run --count 3
+    assert slots_of("auto", batchable=False) == 0  # oracle, openai:, scripted:, Ray or trained adapters: the pool
+    assert slots_of("0", batchable=True) == 0 and slots_of("5", batchable=False) == 5  # a number is taken as said
