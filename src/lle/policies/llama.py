@@ -28,12 +28,13 @@ one of llama-cpp-python's built-in ones, the messages as canonical JSON (`lle.po
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,37 @@ def threads_from_env() -> int:
     return value
 
 
-def _load(path: Path, **kwargs: Any) -> Any:
+@contextlib.contextmanager
+def _batch_invariant_kernels(llama_cpp: Any) -> Iterator[None]:
+    """Loads inside use only llama.cpp's CPU kernels whose result for one token does not depend on how many
+    tokens share its `llama_decode`, so a greedy action depends on its prompt alone (docs/32).
+
+    Two paths of llama.cpp's CPU backend change a token's logits with the batch: weights repacked at load
+    (`use_extra_bufts`; with AVX2, Q4_0/Q4_K/IQ4_NL/Q8_0 go to 8-row interleaved blocks whose 4-token
+    kernel rounded differently from the 1-token one) and the tiled K-quant matmul (`GGML_CPU_TILED_MM`,
+    taken from 8 tokens on). With both off, every (weight row, token) is one dot product, whatever the
+    batch: Qwen2.5-Coder-0.5B's logits were bit-identical alone and among 2-8 sequences in any order, and
+    batching tokens became safe. ggml reads the variable once, at the first matmul of the process: every
+    model lle loads comes through here first. `Llama` takes no `use_extra_bufts` argument; it builds its
+    params from `llama_model_default_params`, swapped here under the load lock."""
+    os.environ["GGML_CPU_TILED_MM"] = "0"
+    module = llama_cpp.llama_cpp
+    default = module.llama_model_default_params
+
+    def params() -> Any:
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    module.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        module.llama_model_default_params = default
+
+
+def load_model(path: Path, **kwargs: Any) -> Any:
+    """A `llama_cpp.Llama` of `path`, loaded quietly with batch-invariant kernels (`_batch_invariant_kernels`)."""
     llama_cpp = _llama_cpp()
     if not path.is_file():
         raise ModelError(
@@ -80,7 +111,7 @@ def _load(path: Path, **kwargs: Any) -> Any:
     try:
         # verbose=False still lets llama.cpp print context warnings (vocab-only loads warn about
         # n_ctx_train); silence its file descriptors while loading, errors still raise.
-        with _LOAD_LOCK, llama_cpp._utils.suppress_stdout_stderr(disable=False):
+        with _LOAD_LOCK, llama_cpp._utils.suppress_stdout_stderr(disable=False), _batch_invariant_kernels(llama_cpp):
             return llama_cpp.Llama(model_path=str(path), verbose=False, **kwargs)
     except (ValueError, RuntimeError, OSError) as err:
         raise ModelError(
@@ -90,7 +121,7 @@ def _load(path: Path, **kwargs: Any) -> Any:
 
 def load_token_counter(path: str | Path) -> Callable[[str], int]:
     """The model's own token count, from its vocabulary only (weights are not loaded)."""
-    llm = _load(Path(path), vocab_only=True)
+    llm = load_model(Path(path), vocab_only=True)
     return lambda text: len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
 
@@ -230,7 +261,7 @@ class LlamaPolicy:
         self.lora_path = Path(lora_path) if lora_path is not None else None
         self.adapter_id = adapter_id or (self.lora_path.name if self.lora_path is not None else None)
         extra: dict[str, Any] = {"lora_path": str(self.lora_path)} if self.lora_path is not None else {}
-        self.llm = _load(
+        self.llm = load_model(
             self.model_path, n_ctx=n_ctx, n_threads=self.n_threads, n_threads_batch=self.n_threads, seed=seed,
             logits_all=logprobs, **extra,
         )
