@@ -186,7 +186,9 @@ def run(
         if executor not in ("process", "ray"):
             raise InvalidInputError(f"--executor {executor!r} is unknown; use process or ray")
         embedded = not (model == "oracle" or model.startswith(("openai:", "scripted:")))
-        slots = slots_of(slots_option, batchable=embedded and executor == "process" and weights_min_rows is None)
+        # A population's explorers bring models of their own: auto keeps such runs on the pool, as measured.
+        slots = slots_of(slots_option, batchable=embedded and executor == "process" and weights_min_rows is None
+                         and population is None)
         check_batching(model, slots=slots, lean=lean, executor=executor, weights_min_rows=weights_min_rows)
         if scenario not in (None, "poison"):
             raise InvalidInputError(f"--scenario {scenario!r} is unknown; the one scenario is poison")
