@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from lle.store.locations import check_file
 from lle.store.locations import is_url as is_url  # re-exported: callers import it from here
 
 BUSY_TIMEOUT_MS = 60_000
+OPEN_TRIES = 5  # opens tried when SQLite answers BUSY without waiting (Store.__init__)
 ID_TABLES = {"exp": "experiences", "evd": "evidence", "upd": "updates", "rev": "revocations", "itm": "carrier_items"}
 
 
@@ -110,15 +112,18 @@ class Store:
         self._writer: int | None = None  # thread holding the open write transaction
         check_file(self.path)
         try:
-            self.conn = self._connect()
-            self.conn.execute("PRAGMA synchronous=FULL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
-            self.schema_version = self._applied_version()
-            self.latest_version = len(migrations())
-            self.read_only = bool(self.conn.readonly("main"))
-            self.writable = self.schema_version <= self.latest_version and not self.read_only
-            if self.writable and self.schema_version < self.latest_version:
-                self._migrate()
+            for attempt in range(OPEN_TRIES):
+                try:
+                    self._open()
+                    break
+                except apsw.BusyError:
+                    # Processes creating one store at once: SQLite can answer BUSY without its busy handler (the
+                    # suite saw 1 open in 24 fail under load); opening is idempotent (the migration re-checks).
+                    if getattr(self, "conn", None) is not None:
+                        self.conn.close()
+                    if attempt == OPEN_TRIES - 1:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
         except (apsw.NotADBError, apsw.CorruptError) as err:
             raise NotAStoreError(
                 f"{self.path} is not a readable lle store ({err}); move it aside or use another --workspace"
@@ -127,6 +132,17 @@ class Store:
             raise self._disk_error(err) from err
 
     # --- opening and migrating --------------------------------------------------------------------
+
+    def _open(self) -> None:
+        self.conn = self._connect()
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self.schema_version = self._applied_version()
+        self.latest_version = len(migrations())
+        self.read_only = bool(self.conn.readonly("main"))
+        self.writable = self.schema_version <= self.latest_version and not self.read_only
+        if self.writable and self.schema_version < self.latest_version:
+            self._migrate()
 
     def _connect(self) -> apsw.Connection:
         """Open for writing; on a read-only file, folder or disk, open for reading only.
