@@ -88,14 +88,18 @@ def test_ids_by_unique_prefix(finished: tuple[Path, str]) -> None:
     assert ambiguous.returncode == 2 and "ambiguous" in ambiguous.stderr and ids[0] in ambiguous.stderr
     unknown = lle_process(workspace, "experiences", "show", "exp_ZZZZ", "--run", "latest")
     assert unknown.returncode == 2 and "no experience with id 'exp_ZZZZ'" in unknown.stderr
-    _, out, _ = lle(workspace, "memory", "list", "--run", "latest", "--json")
-    item = json.loads(out)[0]["id"]
-    code, out, err = lle(workspace, "memory", "show", item[:24], "--run", "latest", "--json")
-    assert code == 0 and json.loads(out)["item"]["id"] == item, err
-    _, out, _ = lle(workspace, "skills", "list", "--run", "latest", "--json")
-    skill = json.loads(out)[0]["id"]
-    code, out, err = lle(workspace, "skills", "show", skill[:24], "--run", "latest", "--json")
-    assert code == 0 and json.loads(out)["id"] == skill, err
+    items = [r["id"] for r in json.loads(lle(workspace, "memory", "list", "--run", "latest", "--json")[1])]
+    skills = [r["id"] for r in json.loads(lle(workspace, "skills", "list", "--run", "latest", "--json")[1])]
+
+    def unique_prefix(item_id: str) -> str:
+        # Items minted in one millisecond share most of their id: the shortest prefix (from 24) no other has.
+        return next(item_id[:n] for n in range(24, len(item_id) + 1)
+                    if sum(other.startswith(item_id[:n]) for other in items + skills) == 1)
+
+    code, out, err = lle(workspace, "memory", "show", unique_prefix(items[0]), "--run", "latest", "--json")
+    assert code == 0 and json.loads(out)["item"]["id"] == items[0], err
+    code, out, err = lle(workspace, "skills", "show", unique_prefix(skills[0]), "--run", "latest", "--json")
+    assert code == 0 and json.loads(out)["id"] == skills[0], err
 
 
 def test_ids_with_colons_and_brackets_print_intact(finished: tuple[Path, str]) -> None:
