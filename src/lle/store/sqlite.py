@@ -117,8 +117,7 @@ class Store:
                     self._open()
                     break
                 except apsw.BusyError:
-                    # Processes creating one store at once: SQLite can answer BUSY without its busy handler (the
-                    # suite saw 1 open in 24 fail under load); opening is idempotent (the migration re-checks).
+                    # Racing first opens: SQLite may answer BUSY without its busy handler; opening is idempotent.
                     if getattr(self, "conn", None) is not None:
                         self.conn.close()
                     if attempt == OPEN_TRIES - 1:
