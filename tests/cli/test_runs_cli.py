@@ -76,11 +76,17 @@ def test_a_bad_run_or_strategy_is_one_line(finished: tuple[Path, str]) -> None:
         assert result.returncode == 2 and len(lines) == 1 and needle in lines[0], result.stderr
 
 
+def unique_prefix(item_id: str, ids: list[str], start: int = 24) -> str:
+    # Ids minted in one millisecond share most of their characters: the shortest prefix (from start) no other has.
+    return next(item_id[:n] for n in range(start, len(item_id) + 1)
+                if sum(other.startswith(item_id[:n]) for other in ids) == 1)
+
+
 def test_ids_by_unique_prefix(finished: tuple[Path, str]) -> None:
     workspace, run = finished
     _, out, _ = lle(workspace, "experiences", "list", "--run", "latest", "--json")
     ids = [r["id"] for r in json.loads(out)]
-    short = next(i[:22] for i in ids if sum(j.startswith(i[:22]) for j in ids) == 1)
+    short = min((unique_prefix(i, ids, start=12) for i in ids), key=len)
     code, out, err = lle(workspace, "experiences", "show", short, "--run", run[4:14], "--json")
     assert code == 0, err
     assert json.loads(out)["id"].startswith(short)
@@ -90,15 +96,10 @@ def test_ids_by_unique_prefix(finished: tuple[Path, str]) -> None:
     assert unknown.returncode == 2 and "no experience with id 'exp_ZZZZ'" in unknown.stderr
     items = [r["id"] for r in json.loads(lle(workspace, "memory", "list", "--run", "latest", "--json")[1])]
     skills = [r["id"] for r in json.loads(lle(workspace, "skills", "list", "--run", "latest", "--json")[1])]
-
-    def unique_prefix(item_id: str) -> str:
-        # Items minted in one millisecond share most of their id: the shortest prefix (from 24) no other has.
-        return next(item_id[:n] for n in range(24, len(item_id) + 1)
-                    if sum(other.startswith(item_id[:n]) for other in items + skills) == 1)
-
-    code, out, err = lle(workspace, "memory", "show", unique_prefix(items[0]), "--run", "latest", "--json")
+    minted = items + skills
+    code, out, err = lle(workspace, "memory", "show", unique_prefix(items[0], minted), "--run", "latest", "--json")
     assert code == 0 and json.loads(out)["item"]["id"] == items[0], err
-    code, out, err = lle(workspace, "skills", "show", unique_prefix(skills[0]), "--run", "latest", "--json")
+    code, out, err = lle(workspace, "skills", "show", unique_prefix(skills[0], minted), "--run", "latest", "--json")
     assert code == 0 and json.loads(out)["id"] == skills[0], err
 
 
