@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lle.carriers.recipes import RecipeBook, failure_levers
 from lle.config import Levers
 from lle.core import (
@@ -51,7 +53,7 @@ def test_attribution_proposes_masks_for_loops_and_the_submit_discipline_for_unsu
     assert failure_levers(looped, Levers(stuck="mask", submit_discipline=True)) is None  # nothing left to add
 
 
-def test_a_recipe_is_recorded_gated_and_revocable(store: Store) -> None:
+def test_a_recipe_is_recorded_gated_and_revocable(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     book = RecipeBook(store)
     failed = [episode(i, passed=False, loop=True, stop="StepLimit") for i in range(3)]
     store.append_experiences(failed)
@@ -83,7 +85,20 @@ def test_a_recipe_is_recorded_gated_and_revocable(store: Store) -> None:
     assert book.levers_for("math") == Levers(stuck="note", recipe=second.id) and book.levers_for("sql") == Levers()
 
     third = book.propose("math", Levers(stuck="mask", working_memory=True), reasons=["by hand"], experience_ids=[])
-    book.decide(third.id, pairs(store, [False] * 4, [False] * 4))  # no regression: activates, supersedes
+    replays = pairs(store, [False] * 4, [False] * 4)
+    append, written = store.append_update, []
+
+    def die_at_the_second(update: object) -> None:  # a kill between the supersede and the activation
+        if written:
+            raise KeyboardInterrupt("killed")
+        written.append(append(update))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "append_update", die_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        book.decide(third.id, replays)
+    monkeypatch.setattr(store, "append_update", append)
+    assert book.items()[second.id][1] == "active" and book.items()[third.id][1] == "candidate"  # neither written
+    book.decide(third.id, replays)  # no regression: activates, supersedes
     assert book.items()[second.id][1] == "superseded"
     assert book.levers_for("math") == Levers(stuck="mask", working_memory=True, recipe=third.id)
 

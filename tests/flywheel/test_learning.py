@@ -223,30 +223,36 @@ def test_reflect_keeps_a_lesson_per_episode_without_gates_and_shows_it_later(tmp
 
 
 @pytest.mark.slow
-def test_a_run_killed_after_a_skill_decision_resumes_to_the_unkilled_run(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_killed_at_a_skill_decision_resumes_to_the_unkilled_run(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from lle.carriers.skills import SkillLibrary
 
     config = RunConfig(suite="toy", model="oracle", strategies=["lle"], rounds=2, train_per_round=4, eval_tasks=2,
                        workers=1, group_size=1)
 
-    def batches(workspace: Path) -> Counter[str]:
+    def outcome(workspace: Path) -> tuple[Counter[str], list[tuple[str, int, str]]]:
         with Store(loop.strategy_db(loop.run_folder(config.id, workspace), "lle")) as db:
-            return Counter(b.split("/", 2)[2] for b in flywheel_store.batches(db, config.id + "/").values())
+            skills = sorted((s.name, s.descriptor.version, s.state.value) for s in SkillLibrary(db).skills())
+            return Counter(b.split("/", 2)[2] for b in flywheel_store.batches(db, config.id + "/").values()), skills
 
     loop.Flywheel(config, tmp_path / "whole").run()
-    whole = batches(tmp_path / "whole")
-    assert any("/skill/" in b for b in whole), "the oracle's runs replay candidate skills"
+    whole = outcome(tmp_path / "whole")
+    assert any("/skill/" in b for b in whole[0]), "the oracle's runs replay candidate skills"
+    assert any(state == "active" for *_, state in whole[1]), "and activate one"
 
-    decide = SkillLibrary.decide
+    # Killed right after the first decision, and between a skill's admission and its activation.
+    for name, method, die_after in (("after", "decide", True), ("between", "activate", False)):
+        original = getattr(SkillLibrary, method)
 
-    def decide_then_die(self: SkillLibrary, *args: object, **kwargs: object) -> object:
-        decide(self, *args, **kwargs)  # type: ignore[arg-type]
-        raise KeyboardInterrupt("killed right after the first skill decision")
+        def die(self: SkillLibrary, *args: object, _original: object = original, _after: bool = die_after,
+                **kwargs: object) -> object:
+            if _after:
+                _original(self, *args, **kwargs)  # type: ignore[operator]
+            raise KeyboardInterrupt("killed at the first skill decision")
 
-    monkeypatch.setattr(SkillLibrary, "decide", decide_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        loop.Flywheel(config, tmp_path / "killed").run()
-    monkeypatch.setattr(SkillLibrary, "decide", decide)
-    loop.Flywheel(config, tmp_path / "killed").run()  # the resume
-    assert batches(tmp_path / "killed") == whole  # the same replays, the same episodes: nothing past the cap
+        monkeypatch.setattr(SkillLibrary, method, die)
+        with pytest.raises(KeyboardInterrupt):
+            loop.Flywheel(config, tmp_path / name).run()
+        monkeypatch.setattr(SkillLibrary, method, original)
+        loop.Flywheel(config, tmp_path / name).run()  # the resume
+        assert outcome(tmp_path / name) == whole, name  # the same replays, episodes and skill states

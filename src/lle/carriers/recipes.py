@@ -239,16 +239,14 @@ class RecipeBook:
         gate = gates.skills_replay_gate(len(episodes), len(episodes), wins, base, config=self.config,
                                         name="recipe_replay", arms=("under this recipe", "under the one in force"))
         ids = [e.id for pair in episodes for e in pair]
-        if gate.passed:
-            previous = self.active(item.scope.family or "")
+        regressed = len(episodes) >= self.config.skills_min_pairs
+        op = UpdateOp.activate if gate.passed else UpdateOp.reject if regressed else UpdateOp.propose
+        with self.store.transaction():  # the superseded recipe and the activation: a kill leaves both or neither
+            previous = self.active(item.scope.family or "") if gate.passed else None
             if previous is not None:
                 self.store.append_update(self._update(previous.id, UpdateOp.supersede, gate, ids, actor))
-            op = UpdateOp.activate
-        else:
-            regressed = len(episodes) >= self.config.skills_min_pairs
-            op = UpdateOp.reject if regressed else UpdateOp.propose
-        update = self._update(item_id, op, gate, ids, actor)
-        self.store.append_update(update)
+            update = self._update(item_id, op, gate, ids, actor)
+            self.store.append_update(update)
         return update
 
     # --- helpers ---------------------------------------------------------------------------------

@@ -15,9 +15,10 @@ the harness expands a call into the macro's tool calls, each grounded and record
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -219,6 +220,18 @@ class SkillLibrary:
         self._updates: dict[str, list[Update]] = defaultdict(list)
         self._last_rowid = self._last_item_rowid = 0
 
+    @contextlib.contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """One transaction; on failure the cache forgets what it read inside it (rolled-back rowids are reused)."""
+        try:
+            with self.store.transaction():
+                yield
+        except BaseException:
+            self._items.clear()
+            self._updates.clear()
+            self._last_rowid = self._last_item_rowid = 0
+            raise
+
     # --- reading ---------------------------------------------------------------------------------
 
     def _history(self) -> dict[str, list[Update]]:
@@ -297,15 +310,16 @@ class SkillLibrary:
         """Make a validated skill active; older versions of its name that were in use are superseded."""
         skill = self.get(ref)
         next_state(skill.state, UpdateOp.activate, f"skill {skill.name} ({skill.item_id})")
-        updates = []
-        for old in self.skills(skill.descriptor.family):
-            if old.name == skill.name and old.descriptor.version < skill.descriptor.version and old.state in (
-                    SkillState.candidate, SkillState.validated, SkillState.active):
-                why = GateResult(name="skills_version", passed=False,
-                                 reasons=[f"superseded by v{skill.descriptor.version} ({skill.item_id})"])
-                updates.append(self.transition(old.item_id, UpdateOp.supersede, gate=why, actor=actor))
-        updates.append(self.transition(skill.item_id, UpdateOp.activate, gate=gate, experience_ids=experience_ids,
-                                       actor=actor))
+        with self._atomic():  # the superseded versions and the activation: all or none
+            updates = []
+            for old in self.skills(skill.descriptor.family):
+                if old.name == skill.name and old.descriptor.version < skill.descriptor.version and old.state in (
+                        SkillState.candidate, SkillState.validated, SkillState.active):
+                    why = GateResult(name="skills_version", passed=False,
+                                     reasons=[f"superseded by v{skill.descriptor.version} ({skill.item_id})"])
+                    updates.append(self.transition(old.item_id, UpdateOp.supersede, gate=why, actor=actor))
+            updates.append(self.transition(skill.item_id, UpdateOp.activate, gate=gate,
+                                           experience_ids=experience_ids, actor=actor))
         return updates
 
     def _next_version(self, family: str, name: str) -> int:
@@ -471,10 +485,11 @@ class SkillLibrary:
         regressed = bool(pairs) and (wins - base) / len(pairs) < -self.config.skills_max_regression
         op = UpdateOp.admit if gate.passed else (
             UpdateOp.reject if regressed and used >= self.config.skills_min_pairs else UpdateOp.propose)
-        updates = [self.transition(skill.item_id, op, gate=gate, experience_ids=ids,
-                                   evidence_ids=self._hard_evidence(ids), actor=actor)]
-        if op is UpdateOp.admit and activate:
-            updates += self.activate(skill.item_id, gate, ids, actor)
+        with self._atomic():  # admit and activate: a kill between them would strand it validated
+            updates = [self.transition(skill.item_id, op, gate=gate, experience_ids=ids,
+                                       evidence_ids=self._hard_evidence(ids), actor=actor)]
+            if op is UpdateOp.admit and activate:
+                updates += self.activate(skill.item_id, gate, ids, actor)
         return Validation(skill.item_id, pairs, gate, self.get(skill.item_id).state, updates)
 
     def decided(self, ref: str, experience_ids: Sequence[str]) -> bool:
