@@ -32,6 +32,8 @@ def serve(
     upstream_key_env: str = typer.Option("LLE_UPSTREAM_API_KEY", "--upstream-key-env",
                                          help="Environment variable holding the upstream URL's API key."),
     max_body: int = typer.Option(2 * 1024 * 1024, "--max-body", min=1024, help="Largest request body, in bytes."),
+    body_timeout: float = typer.Option(30.0, "--body-timeout", min=0.1,
+                                       help="Seconds a request body may take to arrive after its headers (408)."),
     rate: float = typer.Option(20.0, "--rate", min=0.01, help="Requests per second per client (sustained)."),
     burst: int = typer.Option(64, "--burst", min=1, help="Requests a client may send at once."),
     fsync: bool = typer.Option(False, "--fsync", help="fsync each journal line (survives a power cut)."),
@@ -53,7 +55,7 @@ def serve(
                       highlight=False)
     config = GatewayConfig(workspace=workspace.resolve(settings.workspace), clients=known, upstream=upstream,
                            model=model, upstream_key=os.environ.get(upstream_key_env), max_body_bytes=max_body,
-                           rate_per_s=rate, burst=burst, fsync=fsync)
+                           body_timeout_s=body_timeout, rate_per_s=rate, burst=burst, fsync=fsync)
     import uvicorn
 
     from lle.gateway.app import create_app

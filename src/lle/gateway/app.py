@@ -35,6 +35,7 @@ from lle.carriers.memory import MemoryCarrier
 from lle.core import new_id
 from lle.gateway import finish as finishing
 from lle.gateway import serving
+from lle.gateway.bounds import BoundedBody
 from lle.gateway.capture import (
     EPISODE_ID,
     WRITEBACK_ALLOWED,
@@ -52,6 +53,8 @@ from lle.store import Store
 from lle.store.episodes import is_finished
 from lle.workspace import db_path
 
+MAX_DEPTH = 64
+"""Arrays and objects nest at most this deep in a request body (a chat call with tool schemas needs ~10)."""
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
@@ -171,23 +174,30 @@ class Gateway:
         return client
 
     async def body(self, request: Request) -> Any:
-        limit = self.config.max_body_bytes
-        declared = request.headers.get("content-length", "")
-        too_big = GatewayError(413, f"request body is over the gateway's limit of {limit} bytes; send less "
-                                    "(fewer or shorter messages) or start lle serve with a higher --max-body")
-        if declared.isdigit() and int(declared) > limit:
-            raise too_big
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise too_big
-            chunks.append(chunk)
+        """The body as JSON (its size and the time it takes are bounded by `BoundedBody`): UTF-8, at most
+        MAX_DEPTH arrays and objects deep, no lone surrogate (upstream cannot encode one)."""
+        raw = await request.body()
         try:
-            return json.loads(b"".join(chunks) or b"null")
-        except (ValueError, UnicodeDecodeError) as err:
+            data = json.loads(raw.decode("utf-8") or "null")  # strict: json.loads(bytes) lets surrogates through
+            deep = too_deep(data)
+        except UnicodeDecodeError as err:
+            raise GatewayError(400, f"request body is not UTF-8 (byte {err.start}: {raw[err.start:err.end]!r}); "
+                                    "send JSON encoded as UTF-8") from None
+        except RecursionError:
+            deep = True
+        except ValueError as err:
             raise GatewayError(400, f"request body is not valid JSON ({err}); send a JSON object "
-                                    "with Content-Type: application/json") from err
+                                    "with Content-Type: application/json") from None
+        if deep:
+            raise GatewayError(400, f"request body nests arrays and objects more than {MAX_DEPTH} deep; "
+                                    "send a flatter body (a deep value can travel as a JSON string)")
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise GatewayError(400, f"request body has a lone surrogate ({err.object[err.start]!r}, an unpaired "
+                                    "half of \\ud800-\\udfff) in a string; send text as UTF-8 or as complete "
+                                    "\\uXXXX pairs") from None
+        return data
 
     async def parsed(self, request: Request, model: type[M]) -> M:
         data = await self.body(request)
@@ -208,6 +218,16 @@ class Gateway:
             raise GatewayError(404, f"episode {episode!r} is not open for client {client.name}; open it with a "
                                     f"chat call to /episodes/{episode}/v1/chat/completions first", param="episode")
         return found
+
+
+def too_deep(data: Any) -> bool:
+    """Whether arrays and objects nest more than MAX_DEPTH deep in `data` (level by level: no recursion)."""
+    level = [data] if isinstance(data, dict | list) else []
+    for _ in range(MAX_DEPTH):
+        if not level:
+            return False
+        level = [c for v in level for c in (v.values() if isinstance(v, dict) else v) if isinstance(c, dict | list)]
+    return bool(level)
 
 
 def check_chat(body: Any) -> dict[str, Any]:
@@ -244,6 +264,8 @@ def create_app(config: GatewayConfig, upstream: Upstream) -> FastAPI:
 
     app = FastAPI(title="lle gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.gateway = gw
+    app.add_middleware(BoundedBody, max_bytes=config.max_body_bytes, timeout_s=config.body_timeout_s,
+                       fix=" (fewer or shorter messages), or start lle serve with higher --max-body or --body-timeout")
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, err: GatewayError) -> JSONResponse:
@@ -255,7 +277,8 @@ def create_app(config: GatewayConfig, upstream: Upstream) -> FastAPI:
             return GatewayError(404, f"no route {request.method} {request.url.path}; the gateway serves "
                                      "/v1/chat/completions, /episodes/ID/v1/chat/completions, /v1/models and "
                                      "/v1/lle/episodes/ID/(feedback|end)").response()
-        return GatewayError(err.status_code, f"{request.method} {request.url.path}: {err.detail}").response()
+        return GatewayError(err.status_code, f"{request.method} {request.url.path}: {err.detail}",
+                            headers=dict(err.headers or {})).response()
 
     @app.exception_handler(UpstreamError)
     async def _upstream_error(request: Request, err: UpstreamError) -> JSONResponse:

@@ -61,6 +61,9 @@ class GatewayConfig:
     upstream_key: str | None = None
     """API key sent to a URL upstream (never the client's gateway token)."""
     max_body_bytes: int = 2 * 1024 * 1024
+    """Largest request body (413 above it)."""
+    body_timeout_s: float = 30.0
+    """A request body must arrive within this many seconds of its headers (408 after)."""
     rate_per_s: float = 20.0
     """Sustained requests per second per client (a token bucket)."""
     burst: int = 64

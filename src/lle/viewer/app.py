@@ -16,18 +16,22 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from lle import workspace as workspaces
-from lle.errors import LleError, UnknownIdError
+from lle.errors import InvalidInputError, LleError, UnknownIdError
 from lle.flywheel import loop
+from lle.gateway.bounds import BODY_TIMEOUT_S, MAX_BODY_BYTES, BoundedBody
 from lle.viewer import data, lookup, pages
 
 TOKEN_ENV = "LLE_VIEW_TOKEN"
 LINKS = pages.Links()
 
 
-def create_app(workspace: str | Path | None = None, token: str | None = None) -> FastAPI:
-    """The app over `workspace`; `token` guards writes (a fresh random one when not given)."""
+def create_app(workspace: str | Path | None = None, token: str | None = None,
+               body_timeout_s: float = BODY_TIMEOUT_S) -> FastAPI:
+    """The app over `workspace`; `token` guards writes (a fresh random one when not given). A request body
+    holds at most 2 MiB and must arrive within `body_timeout_s` of its headers (`BoundedBody`)."""
     secret = token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(16)
     app = FastAPI(title="lle view", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(BoundedBody, max_bytes=MAX_BODY_BYTES, timeout_s=body_timeout_s)
     app.state.token = secret
 
     @app.exception_handler(LleError)
@@ -81,7 +85,12 @@ def create_app(workspace: str | Path | None = None, token: str | None = None) ->
     @app.post("/runs/{run}/{strategy}/revoke", response_class=HTMLResponse)
     async def revoke(run: str, strategy: str, request: Request) -> Response:
         # The form is parsed here (urlencoded): FastAPI's Form() would need python-multipart, not installed.
-        fields = {k: v[-1] for k, v in parse_qs((await request.body()).decode(), keep_blank_values=True).items()}
+        try:  # strict, raw or %-escaped: a byte that is not UTF-8 is refused, never guessed at
+            form = parse_qs((await request.body()).decode(), keep_blank_values=True, errors="strict")
+        except UnicodeDecodeError as err:
+            raise InvalidInputError(f"the revoke form is not UTF-8 ({err.object[err.start:err.end]!r}); send it "
+                                    "url-encoded as UTF-8, as a browser does") from None
+        fields = {k: v[-1] for k, v in form.items()}
         target, reason, author = fields.get("target", ""), fields.get("reason", ""), fields.get("author", "viewer")
         token, confirm = fields.get("token", ""), fields.get("confirm", "")
         found = src(run, strategy)
