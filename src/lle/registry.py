@@ -6,7 +6,9 @@ there is one path for both. An entry point's name is the id and its value `modul
 is imported until `make` needs it. A class that declares an `id` (a `TaskFamily`) must declare the
 entry point's name. An entry point whose name is not a well-formed id is not registered but is
 reported: logged once, listed by `rejected()` and by `lle plugins` (which lists every entry point,
-its distribution, and why one failed to load).
+its distribution, and why one failed to load). A `TaskFamily` class that breaks the world contract
+(`lle.worlds.base.contract_problem`) is rejected when loaded: a one-line `RegistryError` naming its
+distribution, so `lle worlds list` and `lle plugins` report it and go on with the others.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -47,7 +51,18 @@ class Spec:
                 f"{self.id}: entry point {self.entry_point!r} ({self.source}) declares id {declared!r}; "
                 f"the entry point's name and the class's id must be equal: rename one of them"
             )
+        # A TaskFamily's module imported lle.worlds.base already (so loading a verifier never imports the worlds).
+        base = sys.modules.get("lle.worlds.base")
+        if base is not None and isinstance(obj, type) and issubclass(obj, base.TaskFamily):
+            problem = _contract(obj)
+            if problem is not None:
+                raise RegistryError(f"{self.id} (from {self.distribution}) breaks the world contract: {problem}")
         return obj  # type: ignore[no-any-return]
+
+    @property
+    def distribution(self) -> str:
+        """The distribution that declares it, or `register` (a `register()` call)."""
+        return self.source.removeprefix("entry-point:")
 
     def _import(self, target: str) -> Any:
         module_name, _, attr = target.partition(":")
@@ -61,6 +76,13 @@ class Spec:
                 "fix the plugin's entry point or install what it needs"
             ) from err
         return obj
+
+
+@cache
+def _contract(cls: type) -> str | None:
+    """Why a world class breaks the contract (`lle.worlds.base.contract_problem`), checked once per class."""
+    problem: str | None = sys.modules["lle.worlds.base"].contract_problem(cls)
+    return problem
 
 
 @dataclass(frozen=True)

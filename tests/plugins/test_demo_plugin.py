@@ -13,16 +13,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tomllib
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lle.cli.plugins import KINDS_BY_PREFIX
+
 HERE = Path(__file__).parent
-PACKAGES = ("demo_counter", "demo_broken")
+PACKAGES = ("demo_counter", "demo_broken", "demo_project")
 
 
 def install(project: Path, site: Path) -> None:
@@ -96,7 +100,7 @@ def test_lle_worlds_list_shows_it_from_its_class(site: Path) -> None:
     assert rows["demo/counter-v1"]["tools"] == ["add", "submit"]
     assert rows["demo/counter-v1"]["description"] == "Reach a target number by adding 1..9 at a time."
     assert rows["demo/counter-v1"]["splits"] == {"train": None, "dev": None, "test": None}
-    assert "demo/renamed-v1" not in rows and "skipped" in result.stderr  # the mismatch is said, not hidden
+    assert "demo/renamed-v1" not in rows and "rejected: demo/renamed-v1" in result.stderr  # said, not hidden
 
 
 def test_opening_the_mismatched_id_is_a_one_line_error_naming_both(site: Path) -> None:
@@ -105,3 +109,52 @@ def test_opening_the_mismatched_id_is_a_one_line_error_naming_both(site: Path) -
     # The other line is the warning about the malformed `Demo Counter`, logged whenever entry points are read.
     lines = [line for line in result.stderr.strip().splitlines() if "Demo Counter" not in line]
     assert len(lines) == 1 and "demo/renamed-v1" in lines[0] and "demo/counter-v1" in lines[0], result.stderr
+
+
+@pytest.mark.slow
+def test_a_world_that_breaks_the_contract_is_one_rejected_line_and_every_other_world_lists(site: Path) -> None:
+    table, listed = lle(site, "worlds", "list"), lle(site, "worlds", "list", "--json")
+    assert table.returncode == 0 and listed.returncode == 0, table.stderr + listed.stderr
+    ids = {r["id"] for r in json.loads(listed.stdout)}
+    builtin = {e.name for e in entry_points(group="lle.plugins")
+               if e.dist is not None and e.dist.name == "lle" and e.name.split("/")[0] not in KINDS_BY_PREFIX}
+    assert "toy/keys-v1" in builtin and builtin | {"demo/counter-v1", "demo/project-v1"} <= ids
+    assert "demo/old-v1" not in ids
+    for result in (table, listed):
+        lines = [line for line in result.stderr.splitlines() if "demo/old-v1" in line]
+        assert len(lines) == 1 and lines[0].startswith("rejected: demo/old-v1 (from lle-demo-broken)"), result.stderr
+        assert "split_sizes is an instance method" in lines[0] and "@classmethod" in lines[0]
+    plugins = lle(site, "plugins", "--json")
+    assert plugins.returncode == 0, plugins.stderr
+    old = {r["id"]: r for r in json.loads(plugins.stdout)}["demo/old-v1"]
+    assert old["distribution"] == "lle-demo-broken" and "breaks the world contract" in old["error"]
+    assert "split_sizes is an instance method" in old["error"] and "\n" not in old["error"]
+    assert "rejected:" in lle(site, "plugins").stdout
+
+
+PROJECT_SUITE = """\
+max_steps = 20
+train = 3
+eval = 2
+
+[[worlds]]
+id = "demo/project-v1"
+projects = ["manor"]
+"""
+
+
+@pytest.mark.slow
+def test_a_project_world_of_14_train_tasks_runs_a_suite_drawing_only_seeds_0_to_13(site: Path,
+                                                                                   tmp_path: Path) -> None:
+    path, workspace = tmp_path / "project.toml", tmp_path / "ws"
+    path.write_text(PROJECT_SUITE)
+    result = lle(site, "--workspace", str(workspace), "run", "--suite", str(path), "--model", "oracle",
+                 "--rounds", "1", "--json")
+    assert result.returncode == 0 and "use a seed in" not in result.stderr, result.stderr
+    folder = workspace / "runs" / json.loads(result.stdout)["run"]
+    drawn = []
+    for db in folder.glob("*.db"):
+        with sqlite3.connect(db) as conn:
+            drawn += [row[0] for row in conn.execute("SELECT small_world_id FROM episodes")]
+    train = {int(i.rsplit(":", 1)[1]) for i in drawn if i.startswith("demo/project-v1:manor:train:")}
+    assert train == set(range(14))  # every draw below 14; the monitor watches the whole (smaller) split

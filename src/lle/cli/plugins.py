@@ -28,7 +28,7 @@ class PluginRow:
     target: str
     """The entry point's value, `module:attr`."""
     error: str | None
-    """Why it failed to load or register (one line), or None."""
+    """Why it failed to load or register, or broke the world contract (one line), or None."""
 
 
 def kind_of(id_: str, factory: object) -> str:
@@ -72,6 +72,6 @@ def plugins(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -
 
     table = Table("id", "kind", "distribution", "target", "status")
     for row in found:
-        status = "ok" if row.error is None else f"failed: {row.error}"
+        status = "ok" if row.error is None else f"rejected: {row.error}"
         table.add_row(row.id, row.kind, row.distribution, row.target, status)
     console.print(table)

@@ -35,14 +35,15 @@ def family_classes() -> dict[str, type[TaskFamily]]:
     """Registered ids whose entry point is a `TaskFamily` class (verifiers, stores and broken plugins left out).
 
     Only modules are imported: no family is built and no world started (a JVM-backed game is listed
-    from its class alone).
+    from its class alone). A plugin that fails to load or breaks the world contract is one `rejected:` line
+    on stderr (naming its distribution and why) and the others are listed.
     """
     found: dict[str, type[TaskFamily]] = {}
     for id_ in registry.ids():
         try:
             factory = registry.spec(id_).load()
         except RegistryError as err:
-            err_console.print(f"skipped {id_}: {err}", highlight=False, soft_wrap=True)
+            err_console.print(f"rejected: {str(err).splitlines()[0]}", highlight=False, soft_wrap=True)
             continue
         if inspect.isclass(factory) and issubclass(factory, TaskFamily):
             found[id_] = factory

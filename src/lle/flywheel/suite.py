@@ -9,8 +9,9 @@ exactly that suite even if the file changes later.
 The draw is a pure function of (suite, seed, round, split, n): every strategy of a run, and a
 resumed run, see exactly the same small worlds. Worlds are taken in turn, one family after another
 (so the first draws of a suite cover its families before a family's second world). Train draws walk
-a seeded shuffle of each world's whole train split (its real size, from `split_sizes()`), so a round
-never repeats a task while the split has enough, and a run covers the split before anything repeats.
+a seeded shuffle of each world's whole train split (its real size, from `split_sizes(project)`: a world whose
+tasks come from a project has a finite split per project, and no draw goes past it), so a round never repeats
+a task while the split has enough, and a run covers the split before anything repeats.
 Evaluation always uses the same dev small worlds — the first of each world, stratified over its
 projects — and the test split is never touched (it is for release evaluation). The monitor's watch set is
 drawn the same stratified way from the train split (`draw_watch`).
@@ -30,7 +31,7 @@ from typing import Any
 from lle.config import RunConfig
 from lle.core import Limits, SmallWorld, Split
 from lle.errors import InvalidInputError, LleError, RegistryError
-from lle.worlds.base import TaskFamily, cut, open_family
+from lle.worlds.base import TaskFamily, cut, open_family, sizes_of
 
 BUILTIN_DIR = Path(__file__).parent / "suites"
 """The suites shipped in the package (`starter.toml`, `toy.toml`): the same format as a user's file."""
@@ -176,7 +177,9 @@ def _entry(origin: str, table: dict[str, Any]) -> SuiteWorld:
         raise InvalidInputError(f"suite {origin}: a [[worlds]] table has no id; add id = \"family/name-v1\"")
     try:
         cls = registry.spec(world).load()
-    except RegistryError:
+    except RegistryError as err:
+        if world in registry.ids():  # registered, but it failed to load or breaks the world contract
+            raise InvalidInputError(f"suite {origin}: {str(err).splitlines()[0]}") from None
         cls = None
     if not (isinstance(cls, type) and issubclass(cls, TaskFamily)):
         raise InvalidInputError(f"suite {origin}: unknown world {world!r}; use a world id from `lle worlds list` "
@@ -235,13 +238,18 @@ def family(world_id: str) -> TaskFamily:
     return open_family(world_id)
 
 
-def train_size(world_id: str, level: int | None = None) -> int | None:
-    """The world's number of train tasks (at `level`); None when unbounded or unknown."""
-    fam = family(world_id)
-    size = fam.split_sizes().get(Split.train) if level is None else level_size(world_id, level, Split.train)
+def split_size(world_id: str, split: Split, project: str | None = None) -> int | None:
+    """The world's number of `split` tasks in `project` (None: the tasks it cuts without one); None when unbounded
+    or unknown."""
+    return sizes_of(family(world_id), project)[split]
+
+
+def train_size(world_id: str, level: int | None = None, project: str | None = None) -> int | None:
+    """The world's number of train tasks (at `level`, in `project`); None when unbounded or unknown."""
+    size = split_size(world_id, Split.train, project) if level is None else level_size(world_id, level, Split.train)
     if size is not None and size < 1:
-        raise InvalidInputError(f"{world_id} has no train tasks{'' if level is None else f' at level {level}'}; "
-                                "remove it from the suite")
+        where = ("" if level is None else f" at level {level}") + ("" if project is None else f" in {project}")
+        raise InvalidInputError(f"{world_id} has no train tasks{where}; remove it from the suite")
     return size
 
 
@@ -283,8 +291,9 @@ def _shuffle(seed: int, salt: str, size: int) -> tuple[int, ...]:
     return tuple(sorted(range(size), key=lambda i: hashlib.sha256(f"{seed}/{salt}/{i}".encode()).digest()))
 
 
-def _train_index(world_id: str, seed: int, salt: str, position: int, level: int | None = None) -> int:
-    size = train_size(world_id, level)
+def _train_index(world_id: str, seed: int, salt: str, position: int, level: int | None = None,
+                 project: str | None = None) -> int:
+    size = train_size(world_id, level, project)
     span = UNBOUNDED_SPAN if level is None else LEVEL_SPAN
     order = _shuffle(seed, f"{salt}{world_id}" + ("" if level is None else f"/L{level}"), size or span)
     return order[position % len(order)]  # the same cycle each pass: any len(order) positions in a row are distinct
@@ -317,8 +326,8 @@ def held_out_cells(suite: Suite, entry: SuiteWorld, split: Split) -> list[tuple[
     projects: tuple[str | None, ...] = entry.projects or family(entry.id).projects or (None,)
     # Levels vary fastest: a small held-out set still spans the levels (where the learning shows).
     cells = [(lv, pr) for pr in projects for lv in (entry.levels or (None,))]
-    sizes = [family(entry.id).split_sizes().get(split) if lv is None
-             else level_size(entry.id, lv, split) or HELD_OUT_SPAN for lv, _ in cells]
+    sizes = [split_size(entry.id, split, pr) if lv is None
+             else level_size(entry.id, lv, split) or HELD_OUT_SPAN for lv, pr in cells]
     out: list[tuple[int | None, str | None, int]] = []
     for rank in range(UNBOUNDED_SPAN):
         open_cells = [(c, size) for c, size in zip(cells, sizes, strict=True) if size is None or rank < size]
@@ -335,15 +344,18 @@ MAX_HELD_OUT_PER_WORLD = 2_000
 
 
 def _held_out(suite: Suite, order: list[SuiteWorld], split: Split, n: int,
-              fix: str = "lower --eval") -> list[tuple[SuiteWorld, tuple[int | None, str | None, int]]]:
+              fix: str | None = "lower --eval") -> list[tuple[SuiteWorld, tuple[int | None, str | None, int]]]:
     """The first `n` held-out tasks: the worlds taken in turn, each stratified over its levels and projects; a
-    world out of tasks (a small level) is passed over, so the others fill its places."""
+    world out of tasks (a small level) is passed over, so the others fill its places. Fewer than `n` in all: an
+    error saying `fix`, or (`fix=None`) all there are."""
     cells = {e.id: held_out_cells(suite, e, split) for e in order}
     out: list[tuple[SuiteWorld, tuple[int | None, str | None, int]]] = []
     for k in range(max(len(c) for c in cells.values())):
         out += [(e, cells[e.id][k]) for e in order if k < len(cells[e.id])]
         if len(out) >= n:
             return out[:n]
+    if fix is None:
+        return out
     raise InvalidInputError(f"the suite has {len(out)} {split.value} tasks at its levels, fewer than the run asks "
                             f"for ({n}); {fix}")
 
@@ -365,7 +377,7 @@ def draw(suite: Suite, split: Split, n: int, *, seed: int, round_: int,
             entry = order[t % len(order)]
             project, rank = _project_and_rank(entry.projects, t // len(order))
             level = train_level(entry, levels)
-            index = _train_index(entry.id, seed, "", rank, level)
+            index = _train_index(entry.id, seed, "", rank, level, project)
         else:
             entry, (level, project, index) = held_out[i]
         out.append(_small_world(suite, entry.id, split, index, project, max_steps or suite.max_steps, level))
@@ -375,10 +387,11 @@ def draw(suite: Suite, split: Split, n: int, *, seed: int, round_: int,
 def draw_watch(suite: Suite, n: int, *, seed: int, max_steps: int | None = None) -> list[SmallWorld]:
     """The monitor's watch set: `n` train small worlds stratified like the held-out set (the worlds in turn, each
     over its levels and projects), each cell walking its own seeded shuffle of the train split. Fixed for the run,
-    so an activation's later effect is measured on train tasks and held-out outcomes never decide what is kept."""
+    so an activation's later effect is measured on train tasks and held-out outcomes never decide what is kept.
+    A suite with fewer train tasks (a project's finite split) watches all of them."""
     out = []
-    for entry, (level, project, rank) in _held_out(suite, strata(suite), Split.train, n, "lower monitor_watch"):
-        index = _train_index(entry.id, seed, "watch/", rank, level)
+    for entry, (level, project, rank) in _held_out(suite, strata(suite), Split.train, n, None):
+        index = _train_index(entry.id, seed, "watch/", rank, level, project)
         out.append(_small_world(suite, entry.id, Split.train, index, project, max_steps or suite.max_steps, level))
     return out
 
@@ -396,15 +409,15 @@ def draw_for_skill(suite: Suite, family_name: str, n: int, *, seed: int, round_:
         entry = worlds[t % len(worlds)]
         project, rank = _project_and_rank(entry.projects, t // len(worlds))
         level = train_level(entry, levels)
-        out.append(_small_world(suite, entry.id, Split.train, _train_index(entry.id, seed, "skills/", rank, level),
-                                project, max_steps or suite.max_steps, level))
+        index = _train_index(entry.id, seed, "skills/", rank, level, project)
+        out.append(_small_world(suite, entry.id, Split.train, index, project, max_steps or suite.max_steps, level))
     return out
 
 
 def _small_world(suite: Suite, world: str, split: Split, index: int, project: str | None,
                  max_steps: int, level: int | None = None) -> SmallWorld:
     fam = family(world)
-    bounded = (fam.split_sizes().get(split) if level is None else level_size(world, level, split)) is not None
+    bounded = (split_size(world, split, project) if level is None else level_size(world, level, split)) is not None
     candidates = (index,) if bounded or split is not Split.train else (index, index % FALLBACK_SPAN)
     error: LleError | None = None
     for candidate in candidates:

@@ -10,9 +10,10 @@ and a seed, and builds the world instance a small world runs in.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -37,9 +38,11 @@ __all__ = [
     "World",
     "check_family",
     "check_world",
+    "contract_problem",
     "cut",
     "open_family",
     "open_world",
+    "sizes_of",
     "split_of",
     "stable_order",
     "stable_percent",
@@ -117,8 +120,9 @@ class TaskFamily(ABC):
 
     Registered under its versioned id: the entry point's name must equal the class's `id` and its value
     is the class. The class attributes and `split_sizes()` are static metadata (`info()`), read by
-    `lle worlds list` without building the family; `options()` returns the constructor keywords,
-    stored with each episode so `resume` builds the very same family.
+    `lle worlds list` without building the family (a class that breaks it is rejected when loaded, see
+    `contract_problem`); `options()` returns the constructor keywords, stored with each episode so `resume`
+    builds the very same family.
     """
 
     id: ClassVar[str]
@@ -139,8 +143,9 @@ class TaskFamily(ABC):
     `small_world(..., level=i)` cuts tasks at level i, `level=None` the family's unlevelled tasks."""
 
     @classmethod
-    def split_sizes(cls) -> dict[Split, int | None]:
-        """Tasks per split, without building anything; None for unbounded (the default) or unknown."""
+    def split_sizes(cls, project: str | None = None) -> dict[Split, int | None]:
+        """Tasks per split of `project` (None: of the tasks `small_world` cuts without a project), without building
+        anything; None for unbounded (the default) or unknown. The flywheel draws seeds below a finite size."""
         return dict.fromkeys(Split)
 
     @classmethod
@@ -190,6 +195,39 @@ class TaskFamily(ABC):
                 f"small world {small_world.id} belongs to {small_world.world}, not {self.id}; "
                 f"open it with `open_world` (it picks the family from the small world)"
             )
+
+
+def sizes_of(family: type[TaskFamily] | TaskFamily, project: str | None = None) -> dict[Split, int | None]:
+    """`family.split_sizes(project)`; a family whose `split_sizes` takes no `project` (written before sizes were per
+    project) is asked without one, its sizes holding for each of its projects."""
+    takes = project is not None and "project" in inspect.signature(family.split_sizes).parameters
+    sizes = family.split_sizes(project=project) if takes else family.split_sizes()
+    return {s: sizes.get(s) for s in Split}
+
+
+def contract_problem(cls: type[TaskFamily]) -> str | None:
+    """Why the class `cls` breaks the static contract `lle worlds list` reads (one line), or None. Cheap: reads the
+    class attributes and calls `split_sizes()` and `info()`, catching what they raise."""
+    missing = [n for n in ("id", "family") if not isinstance(getattr(cls, n, None), str)]
+    if missing:
+        return f"class attribute {' and '.join(missing)} is missing or not a string; set it on the class"
+    if not all(isinstance(v, tuple | list) and all(isinstance(x, str) for x in v)
+               for v in (cls.projects, cls.tools, cls.levels)):
+        return "class attributes projects, tools and levels must be tuples of strings"
+    if getattr(cls, "__abstractmethods__", None):
+        return f"{', '.join(sorted(cls.__abstractmethods__))} not implemented; define them on the class"
+    if not isinstance(inspect.getattr_static(cls, "split_sizes"), classmethod | staticmethod):
+        return ("split_sizes is an instance method; declare it `@classmethod def split_sizes(cls, project=None)` "
+                "(it is read from the class: nothing is built)")
+    try:
+        sizes = cls.split_sizes()
+        if not isinstance(sizes, Mapping) or not all(
+                v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in sizes.values()):
+            return f"split_sizes() gave {sizes!r:.80}; return a dict of Split to a task count (int) or None"
+        cls.info()
+    except Exception as err:  # a plugin's metadata call: whatever it raises rejects this plugin alone
+        return f"split_sizes() or info() raised {type(err).__name__}: {err}".splitlines()[0]
+    return None
 
 
 def cut(family: TaskFamily, split: Split, seed: int, *, project: str | None = None,

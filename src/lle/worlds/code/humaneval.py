@@ -157,7 +157,7 @@ class HumanEvalFamily(TaskFamily):
         return {}
 
     @classmethod
-    def split_sizes(cls) -> dict[Split, int | None]:
+    def split_sizes(cls, project: str | None = None) -> dict[Split, int | None]:
         """Distinct small worlds (problem, bug family, site) per split (from the catalog); seeds beyond wrap around."""
         return {Split(split): c["tasks"] for split, c in counts().items()}
 

@@ -534,7 +534,7 @@ class ArenaFamily(TaskFamily):
         return ArenaWorld(self.game, seed=small_world.seed, level=self.check_level(small_world.level))
 
     @classmethod
-    def split_sizes(cls) -> dict[Split, int | None]:
+    def split_sizes(cls, project: str | None = None) -> dict[Split, int | None]:
         return {s: len(split_items(cls.id, s)) for s in Split}
 
 

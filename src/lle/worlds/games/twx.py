@@ -220,7 +220,7 @@ class TwxFamily(TaskFamily):
         return TwxWorld(self.game, seed=small_world.seed)
 
     @classmethod
-    def split_sizes(cls) -> dict[Split, int | None]:
+    def split_sizes(cls, project: str | None = None) -> dict[Split, int | None]:
         return dict.fromkeys(Split, SEEDS_PER_FOLD)
 
 

@@ -263,7 +263,7 @@ class SqlFamily(TaskFamily):
     project: ClassVar[str]
 
     @classmethod
-    def split_sizes(cls) -> dict[Split, int | None]:
+    def split_sizes(cls, project: str | None = None) -> dict[Split, int | None]:
         return {s: len(split_seeds(cls.project, s)) for s in Split}
 
     def __init__(self, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S, row_cap: int = DEFAULT_ROW_CAP) -> None:
