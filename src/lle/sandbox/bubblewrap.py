@@ -1,8 +1,9 @@
 """Run untrusted commands (tests, agent code) under bubblewrap (DESIGN §6).
 
 Each run gets a fresh unprivileged uid, every namespace unshared, no capabilities, a seccomp filter,
-only `/usr` from the host (read-only), the workdir at `/work` (read-write, protected paths read-only),
-rlimits, and a wall-clock limit that kills the whole pid namespace. Without bwrap, untrusted code is
+only `/usr` from the host (read-only), a copy of the workdir at `/work` (read-write, protected paths
+read-only) on a tmpfs the kernel caps in bytes and files, copied back once the run is over, rlimits, and
+a wall-clock limit that kills the whole pid namespace. Without bwrap, untrusted code is
 refused unless the caller opts into `unsafe_no_sandbox=True` and records `sandboxed=False`.
 See docs/25-sandbox.md for what is guaranteed and what is not.
 """
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lle.errors import InvalidInputError, SandboxUnavailableError
+from lle.sandbox.copyback import sync_back
 
 BWRAP = "bwrap"
 """Name or path of the bubblewrap binary; module-level so a deployment (or a test) can point elsewhere."""
@@ -48,21 +50,22 @@ INSTALL_HINT = (
 # each other's process budget, and a uid that owns nothing on the host can reach nothing there.
 _UID_BASE, _UID_SPAN = 1_500_000_000, 1 << 20
 
-# bwrap runs as that uid and resolves bind sources by path, so a workdir under a 0700 folder (any
-# mkdtemp) would be out of its reach. As root, this runs first in a private mount namespace and binds
-# the workdir over $2, a path anyone can traverse; `cd` holds the workdir even when it lies under $2.
+# The stage runs first, in a private mount namespace, as root (a non-root caller gets a user namespace of
+# its own, whose root may mount a tmpfs): it mounts a tmpfs over $2, copies the workdir ($1) in, and caps
+# the tmpfs at what the copy takes plus $3 bytes and $4 inodes, so the kernel refuses every write past
+# the cap; bwrap binds it at /work, and `_execute` takes it back through /proc/<pid>/root. $2 is a path
+# anyone can traverse: bwrap resolves bind sources as the run's uid. `env -i`: the shell's `cd` set
+# OLDPWD to the host workdir, and bwrap (pid 1 inside, whose environ the run can read) would carry it in.
 _STAGE = "/tmp"
-# `env -i`: the shell's `cd` set OLDPWD to the host workdir, and bwrap (pid 1 inside, whose environ the run
-# can read) would carry it in; `--clearenv` scrubs only the child's environment.
-_STAGE_SCRIPT = ('set -e; cd -- "$1"; mount --no-canonicalize --bind /proc/self/cwd "$2"; cd /; shift 2; '
-                 'exec env -i PATH=/usr/bin:/bin "$@"')
+_STAGE_SCRIPT = ('set -e; cd -- "$1"; mount -t tmpfs -o nosuid,nodev,mode=700 lle-work "$2"; cp -a . "$2"; '
+                 'set -- $(stat -f -c "%S %b %f %c %d" "$2") "$@"; '  # block size, blocks, free, inodes, free
+                 'mount -t tmpfs -o remount,nosuid,nodev,size=$(($1 * ($2 - $3) + $8)),nr_inodes=$(($4 - $5 + $9)) '
+                 'lle-work "$7"; '
+                 'cd /; shift 9; exec env -i PATH=/usr/bin:/bin "$@"')
 
 _TEST_FILE = re.compile(r"(test_.*|.*_test|conftest)\.py")
 """A protected file with such a name protects its whole folder: else a run could add `conftest.py` (or
 another test module) beside it and change what the protected tests do."""
-
-_SIZE_POLL_S = 0.2
-"""How often the workdir's growth is measured while a run runs (and once more after it)."""
 
 _BLOCKED_SYSCALLS = {  # same order on both; aarch64 has no uselib
     "x86_64": (101, 310, 311, 298, 321, 323, 250, 248, 249, 246, 320, 175, 313, 176, 425, 426, 427, 163,
@@ -87,8 +90,10 @@ class SandboxLimits:
     wall_seconds: float = 30.0
     max_output_bytes: int = 65536
     workdir_mb: int = 100
-    """How much the workdir may grow during a run (disk blocks, every file together); past it the run is
-    stopped and fails. `file_size_mb` bounds each file; this bounds them all."""
+    """How much the workdir may grow during a run (its tmpfs's pages, every file together): the kernel
+    refuses writes past it, and a run that fills it fails. `file_size_mb` bounds each file; this all."""
+    workdir_files: int = 10_000
+    """How many files, folders and links the workdir may gain during a run (its tmpfs's inodes), likewise."""
 
 
 @dataclass(frozen=True)
@@ -213,12 +218,11 @@ def _chown_tree(root: str, uid: int, gid: int) -> None:
             os.chown(path, uid, gid, follow_symlinks=False)
 
 
-def _finish_tree(root: str) -> int:
-    """Drop setuid/setgid bits from everything in the workdir, and return its disk use in bytes.
+def _drop_setid(root: str) -> None:
+    """Drop setuid/setgid bits from everything in an unsafe run's workdir (a sandboxed run's copy-back does).
 
     A run may leave a setuid file for the host to execute later; each name is opened O_PATH|O_NOFOLLOW
     beneath its folder's fd (`fwalk`), so a symlink is never followed to a host file."""
-    used, seen = 0, set()
     special = stat.S_ISUID | stat.S_ISGID
     for _dirpath, dirnames, filenames, dir_fd in os.fwalk(root, follow_symlinks=False):
         for name in (".", *dirnames, *filenames) if _dirpath == root else (*dirnames, *filenames):
@@ -228,9 +232,6 @@ def _finish_tree(root: str) -> int:
                 continue  # gone since the folder was listed
             try:
                 st = os.fstat(fd)
-                if (st.st_dev, st.st_ino) not in seen:
-                    seen.add((st.st_dev, st.st_ino))
-                    used += st.st_blocks * 512
                 if stat.S_ISLNK(st.st_mode) or not st.st_mode & special:
                     continue
                 # fchmod refuses an O_PATH fd; its /proc link reaches the very inode that was opened.
@@ -238,7 +239,6 @@ def _finish_tree(root: str) -> int:
                     os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~special)
             finally:
                 os.close(fd)
-    return used
 
 
 def _check_workdir(root: str) -> None:
@@ -267,6 +267,8 @@ class Sandbox:
     """Runs argv under bubblewrap with `limits`; one instance may serve many runs, from many threads."""
 
     def __init__(self, limits: SandboxLimits = SandboxLimits(), *, unsafe_no_sandbox: bool = False) -> None:
+        if limits.workdir_mb < 1 or limits.workdir_files < 1:  # tmpfs reads a 0 as "no limit"
+            raise InvalidInputError(f"workdir_mb and workdir_files must be at least 1, got {limits}")
         self.limits = limits
         self.unsafe_no_sandbox = unsafe_no_sandbox
         self._bwrap = None if unsafe_no_sandbox else shutil.which(BWRAP)
@@ -288,17 +290,19 @@ class Sandbox:
                 raise InvalidInputError(f"environment variable {key!r} has a bad name or a NUL in its value")
         root = os.path.realpath(workdir)
         _check_workdir(root)
-        grow = (root, _finish_tree(root))  # growth, not size, is capped: a repo may start large
         if self.unsafe_no_sandbox:
             # No pid namespace to tear down: the run's processes are found again through their environment.
             token = f"LLE_SANDBOX_RUN={secrets.token_hex(8)}"
             with tempfile.TemporaryDirectory(prefix="lle-unsafe-home-") as home:
                 env_ = {**BASE_ENV, "HOME": home, "TMPDIR": home, **extra, "LLE_SANDBOX_RUN": token.split("=")[1]}
-                return self._execute([*self._prlimit(), *argv], root, env_, stdin, [], None, token.encode(), grow)
-        fds: list[int] = []  # passed to bwrap, closed here afterwards
+                try:
+                    return self._execute([*self._prlimit(), *argv], root, env_, stdin, [], None, token.encode(), root)
+                finally:
+                    _drop_setid(root)
+        fds: list[int] = []  # passed to bwrap or kept for it, closed here afterwards
         try:
-            cmd, info_r = self._bwrap_cmd(argv, root, protected, extra, fds)
-            return self._execute(cmd, "/", {"PATH": BASE_ENV["PATH"]}, stdin, fds, info_r, None, grow)
+            cmd, pipes = self._bwrap_cmd(argv, root, protected, extra, fds)
+            return self._execute(cmd, "/", {"PATH": BASE_ENV["PATH"]}, stdin, fds, pipes, None, root)
         finally:
             for fd in fds:
                 with contextlib.suppress(OSError):
@@ -314,7 +318,7 @@ class Sandbox:
                 f"--fsize={lim.file_size_mb * mib}", f"--nproc={nproc}", "--core=0", "--"]
 
     def _bwrap_cmd(self, argv: list[str], root: str, protected: Sequence[str], extra: dict[str, str],
-                   fds: list[int]) -> tuple[list[str], int]:
+                   fds: list[int]) -> tuple[list[str], tuple[int, int]]:
         assert self._bwrap is not None
         as_root = os.geteuid() == 0
         uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if as_root else os.getuid()
@@ -342,23 +346,24 @@ class Sandbox:
                                                 "the sandbox could edit it; copy the file instead of linking it")
         finally:
             os.close(root_fd)
-        src = _STAGE if as_root else root
-        binds = ["--bind", src, WORKDIR_INSIDE]
+        binds = ["--bind", _STAGE, WORKDIR_INSIDE]
         # A mount point cannot be renamed or removed, so binding each folder above a protected file
         # onto itself stops `mv tests tests.old && mkdir tests` from swapping the file out.
         for parts in sorted({p[:i] for p in paths for i in range(1, len(p))}, key=len):
             if not any(parts[:len(q)] == q for q in paths):
-                binds += ["--bind", "/".join((src, *parts)), "/".join((WORKDIR_INSIDE, *parts))]
+                binds += ["--bind", "/".join((_STAGE, *parts)), "/".join((WORKDIR_INSIDE, *parts))]
         for parts in paths:
-            binds += ["--ro-bind", "/".join((src, *parts)), "/".join((WORKDIR_INSIDE, *parts))]
+            binds += ["--ro-bind", "/".join((_STAGE, *parts)), "/".join((WORKDIR_INSIDE, *parts))]
         if as_root:
             _chown_tree(root, uid, gid)
-        cmd = self._prlimit()
+        cmd = ["unshare", *([] if as_root else ["--user", "--map-root-user"]), "--mount", "--propagation", "private",
+               "--", "sh", "-c", _STAGE_SCRIPT, "lle-stage", root, _STAGE, str(self.limits.workdir_mb << 20),
+               str(self.limits.workdir_files), *self._prlimit()]  # rlimits after the stage: its copy is the host's
         if as_root:
-            cmd += ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _STAGE_SCRIPT, "lle-stage",
-                    root, _STAGE, "setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-                    "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-        cmd += [self._bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
+            cmd += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--inh-caps=-all",
+                    "--bounding-set=-all", "--no-new-privs", "--"]
+        cmd += [self._bwrap, "--unshare-all", "--unshare-user", "--uid", str(uid), "--gid", str(gid),
+                "--disable-userns", "--cap-drop", "ALL",
                 "--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv",
                 "--ro-bind", "/usr", "/usr"]
         cmd += [a for link in ("bin", "lib", "lib64", "sbin") if os.path.islink(f"/{link}")
@@ -377,21 +382,21 @@ class Sandbox:
             cmd += ["--setenv", key, value]
         if (prog := _seccomp_filter()) is not None:
             cmd += ["--seccomp", keep(_memfd(prog))]
-        info_r, info_w = os.pipe()
-        fds.append(info_r)
-        return [*cmd, "--info-fd", keep(info_w), "--", *argv], info_r
+        (info_r, info_w), (block_r, block_w) = os.pipe(), os.pipe()
+        fds += [info_r, block_w]  # the run waits on --block-fd until the host holds its tmpfs (`_execute`)
+        return [*cmd, "--info-fd", keep(info_w), "--block-fd", keep(block_r), "--", *argv], (info_r, block_w)
 
     def _execute(self, cmd: list[str], cwd: str, env: dict[str, str], stdin: str | None, fds: list[int],
-                 info_r: int | None, token: bytes | None, grow: tuple[str, int]) -> SandboxResult:
+                 pipes: tuple[int, int] | None, token: bytes | None, root: str) -> SandboxResult:
         lim, start = self.limits, time.monotonic()
-        (root, baseline), cap = grow, lim.workdir_mb << 20
-        grown, next_size_check = 0, start + _SIZE_POLL_S
+        info_r, block_w = pipes or (None, None)
+        stage: int | None = None  # the run's tmpfs, held open past the end of its namespace
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                pass_fds=[fd for fd in fds if fd != info_r])
-        for fd in [fd for fd in fds if fd != info_r]:
+                                pass_fds=[fd for fd in fds if fd not in (info_r, block_w)])
+        for fd in [fd for fd in fds if fd not in (info_r, block_w)]:
             os.close(fd)  # bwrap holds its copies; the info pipe gives EOF only once ours is closed
-        fds[:] = [info_r] if info_r is not None else []
+        fds[:] = list(pipes or ())
         assert proc.stdout is not None and proc.stderr is not None
         proc_fd = os.pidfd_open(proc.pid)
         ns_fd: int | None = None  # pidfd of the pid namespace's init: its death kills all inside
@@ -424,19 +429,13 @@ class Sandbox:
         timed_out, killed, started, end = False, False, False, start + lim.wall_seconds
         try:
             while sel.get_map():
-                if not killed and (now := time.monotonic()) >= next_size_check:
-                    next_size_check = now + _SIZE_POLL_S
-                    if (grown := _finish_tree(root) - baseline) > cap:  # a bound on disk, not only per file
-                        kill_all()
-                        killed, end = True, min(end, now + 2.0)
                 if (now := time.monotonic()) >= end:
                     if killed:
                         break  # an unsafe-mode straggler that cleared its environment still holds a pipe
                     timed_out = proc.poll() is None
                     kill_all()
                     killed, end = True, now + 2.0
-                wait = min(end, next_size_check) if not killed else end
-                for key, _ in sel.select(timeout=max(wait - time.monotonic(), 0)):
+                for key, _ in sel.select(timeout=max(end - time.monotonic(), 0)):
                     fd = int(key.fd)
                     if fd == proc_fd:
                         sel.unregister(fd)
@@ -461,6 +460,12 @@ class Sandbox:
                             started = True
                             with contextlib.suppress(ProcessLookupError):
                                 ns_fd = os.pidfd_open(int(m.group(1)))
+                            # bwrap, our unreaped child, is in the stage's mount namespace while the run waits on
+                            # --block-fd: its tmpfs, held by this fd, outlives that namespace for the copy-back.
+                            with contextlib.suppress(FileNotFoundError, BrokenPipeError):  # bwrap failed: see stderr
+                                stage = os.open(f"/proc/{proc.pid}/root{_STAGE}", os.O_RDONLY | os.O_DIRECTORY)
+                                fds.append(stage)
+                                os.write(block_w, b"1")  # type: ignore[arg-type]  # set with info_r
                     else:
                         room = max(lim.max_output_bytes - len(bufs[fd]), 0)
                         bufs[fd] += chunk[:room]
@@ -480,17 +485,28 @@ class Sandbox:
         if token is None and not started and not timed_out and proc.returncode != 0:
             err = bufs[err_fd].decode(errors="replace").strip()
             fix = ("enable unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1`)"
-                   if "namespace" in err else f"as root it also needs CAP_SYS_ADMIN to mount; {INSTALL_HINT}")
+                   if "namespace" in err or "unshare" in err
+                   else f"as root it also needs CAP_SYS_ADMIN to mount; {INSTALL_HINT}")
             raise SandboxUnavailableError(f"bubblewrap could not start the sandbox ({err}); {fix}")
         texts = [bufs[fd].decode(errors="replace") + (f"\n[lle sandbox: {name} truncated; {dropped[fd]} more bytes "
                                                      "dropped]\n" if dropped[fd] else "")
                  for fd, name in ((out_fd, "stdout"), (err_fd, "stderr"))]
         returncode = proc.returncode
-        if (grown := max(grown, _finish_tree(root) - baseline)) > cap:  # also drops setuid/setgid bits
-            texts[1] += (f"\n[lle sandbox: the workdir grew by {grown / (1 << 20):.1f} MB, over its cap of "
-                         f"{lim.workdir_mb} MB (SandboxLimits.workdir_mb); the run was stopped and counts as failed: "
-                         "write less there or raise the cap]\n")
-            returncode = returncode or 1
+        if stage is not None:  # every process of the run is gone: nothing writes the tmpfs any more
+            vfs = os.fstatvfs(stage)
+            full = [cap for cap, left in ((f"{lim.workdir_mb} MB (SandboxLimits.workdir_mb)", vfs.f_bavail),
+                                          (f"{lim.workdir_files} files (SandboxLimits.workdir_files)", vfs.f_favail))
+                    if not left]
+            host = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                sync_back(stage, host)
+            finally:
+                os.close(host)
+            if full:
+                texts[1] += (f"\n[lle sandbox: the workdir is full: writes over its cap of {' and '.join(full)} "
+                             "were refused by the kernel, and the run counts as failed: write less there or raise "
+                             "the cap]\n")
+                returncode = returncode or 1
         return SandboxResult(returncode=None if timed_out else returncode, stdout=texts[0], stderr=texts[1],
                              timed_out=timed_out, duration_ms=(time.monotonic() - start) * 1000,
                              sandboxed=token is None)
