@@ -50,6 +50,7 @@ from lle.core import (
 from lle.errors import InvalidInputError, UnknownIdError
 from lle.governance import gates
 from lle.governance.lineage import admit_item, denylist, revoke
+from lle.governance.normalize import Meaning, macro_fields
 from lle.store import Store, experiences
 from lle.store.episodes import get_episode
 
@@ -500,8 +501,13 @@ class SkillLibrary:
     # --- exchange: descriptors as JSON ----------------------------------------------------------------
 
     def export(self, ref: str) -> dict[str, Any]:
-        """The skill's descriptor as JSON (id, version, slots, pre/postconditions, evidence summary)."""
+        """The skill's descriptor as JSON (id, version, slots, pre/postconditions, evidence summary); a revoked
+        skill is refused."""
         skill = self.get(ref)
+        if skill.state is SkillState.revoked:
+            by = denylist(self.store).blocks_item(skill.item)
+            raise InvalidInputError(f"skill {skill.name} ({skill.item_id}) is revoked"
+                                    f"{'' if by == skill.item_id else f' with {by}'}; it cannot be exported")
         return skill.descriptor.model_copy(update={"id": skill.item_id}).model_dump(mode="json")
 
     def import_descriptor(self, document: str | Mapping[str, Any], *, actor: str) -> Skill:
@@ -522,11 +528,17 @@ class SkillLibrary:
             "id": None, "version": self._next_version(parsed.family, parsed.name),
             "evidence": parsed.evidence.model_copy(update={"origin": parsed.id or parsed.evidence.origin}),
         }).finished()
+        revoked, calls = Meaning(), macro_fields(c.model_dump(mode="json") for c in desc.calls)
         for other in self.skills(parsed.family):
             if other.descriptor.key == desc.key and other.state in (
                     SkillState.candidate, SkillState.validated, SkillState.active):
                 raise InvalidInputError(f"this skill is already here as {other.item_id} ({other.state}); "
                                         "nothing imported")
+            if other.state is SkillState.revoked:
+                revoked.add(other.item_id, desc.family, macro_fields(c.model_dump(mode="json")
+                                                                     for c in other.descriptor.calls))
+        if blocked := revoked.find(desc.family, calls):  # the same macro by meaning, or nearly: any id, any name
+            raise InvalidInputError(f"skill {desc.name} repeats revoked skill {blocked}; nothing imported")
         gate = GateResult(name="skills_import", passed=True,
                           reasons=[f"imported from {desc.evidence.origin or 'elsewhere'}: a candidate until "
                                    "it validates here"])

@@ -13,7 +13,9 @@ when it, or any experience, evidence or item it derives from, is revoked, and a 
 blocked when its source is — so a revoked source can never be re-admitted. Revocation is by content
 as well as by id: each revocation records the content and trajectory hashes of the experiences it
 revokes (`lle.store.content`), so the same trajectory exported, given new ids and imported again is
-blocked too, and so is everything built on it.
+blocked too, and so is everything built on it. And by meaning: a copy with zero-width characters,
+homoglyphs, case, whitespace, null arguments or added text is blocked where denial is decided, by
+`lle.governance.normalize` over the revoked experiences' steps (nothing stored, so no migration).
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from datetime import UTC, datetime
 
 from lle.core import CarrierItem, Experience, Revocation, Update, UpdateOp
 from lle.errors import InvalidInputError, UnknownIdError
+from lle.governance.normalize import Meaning, step_fields
 from lle.store import Store, content, experiences
 from lle.store.content import trajectory_hash
 
 __all__ = ["Denylist", "Source", "active_items", "admit_item", "cascade", "denylist", "item_states", "parse_source",
-           "plan", "revoke", "trajectory_hash", "update_history"]
+           "plan", "refuse_revoked", "revoke", "trajectory_hash", "update_history"]
 
 SOURCE_KINDS = ("world", "model", "time")
 
@@ -92,6 +95,8 @@ class Denylist:
     """Revoked content or trajectory hash → the revoked experience it was taken from."""
     copies: Mapping[str, str] = field(default_factory=dict)
     """Stored experience id → the revoked experience whose content it repeats."""
+    meaning: Meaning = field(default_factory=Meaning)
+    """The revoked experiences' steps by meaning: normalized, and near copies (`lle.governance.normalize`)."""
 
     def blocks_item(self, item: CarrierItem) -> str | None:
         """The revoked id that blocks `item`, or None when it is active."""
@@ -113,10 +118,26 @@ class Denylist:
         for digest in (exp.content_hash or exp.compute_hash(), trajectory_hash(exp.small_world.world, exp.steps)):
             if digest is not None and digest in self.hashes:
                 return self.hashes[digest]
-        return None
+        world = exp.small_world.world
+        return self.meaning.find(world, step_fields(exp.steps)) if self.meaning.covers(world) else None
 
 
 _cache: dict[str, tuple[tuple[int, int], Denylist]] = {}
+_meanings: dict[str, tuple[int, Meaning]] = {}
+
+
+def _meaning(store: Store, revoked: Iterable[str]) -> Meaning:
+    """The revoked experiences by meaning, rebuilt only when a revocation was appended."""
+    mark = store.count("revocations")
+    cached = _meanings.get(str(store.path))
+    if cached and cached[0] == mark:
+        return cached[1]
+    found = Meaning()
+    for exp_id in sorted(i for i in revoked if i.startswith("exp_") and store.kind_of(i) is not None):
+        exp = store.get_experience(exp_id)
+        found.add(exp_id, exp.small_world.world, step_fields(exp.steps))
+    _meanings[str(store.path)] = (mark, found)
+    return found
 
 
 def denylist(store: Store) -> Denylist:
@@ -136,7 +157,7 @@ def denylist(store: Store) -> Denylist:
             sources.append(source)
     hashes = content.revoked_hashes(store, ids)
     copies = {exp_id: origin for exp_id, origin in content.copies_of(store, hashes).items() if exp_id not in ids}
-    result = Denylist(frozenset(ids | set(copies)), tuple(sources), hashes, copies)
+    result = Denylist(frozenset(ids | set(copies)), tuple(sources), hashes, copies, _meaning(store, ids))
     _cache[str(store.path)] = (mark, result)
     return result
 
@@ -200,6 +221,15 @@ def revoke(store: Store, target: str, reason: str, author: str, *, dry_run: bool
                                                    for kind, digest in content.hashes_of(store.get_experience(exp_id))])
     return rev
 
+
+def refuse_revoked(store: Store, exps: Iterable[Experience]) -> None:
+    """Refuse, in one line, an import holding an experience that repeats revoked content (by id, content or
+    meaning) or comes from a revoked source; experiences already stored under their id are let through."""
+    denied = denylist(store)
+    for n, exp in enumerate(exps, 1):
+        if store.kind_of(exp.id) is None and (blocked := denied.blocks_experience(exp)):
+            raise InvalidInputError(f"experience #{n} ({exp.id}) repeats or comes from revoked {blocked}; "
+                                    "nothing imported")
 
 
 def admit_item(store: Store, item: CarrierItem, update: Update) -> None:
