@@ -28,12 +28,16 @@ def db_path(workspace: str | Path | None = None) -> Path:
     return resolve(workspace) / DB_NAME
 
 
-def open_store(workspace: str | Path | None = None) -> Store:
-    """Open (creating on first use) the workspace's store: `$LLE_STORE_URL` when set, else `.lle/lle.db`."""
+def open_store(workspace: str | Path | None = None, *, read_only: bool = False) -> Store:
+    """Open (creating on first use) the workspace's store: `$LLE_STORE_URL` when set, else `.lle/lle.db`.
+
+    With `read_only` (reading commands) nothing is created, migrated nor written: a missing store is refused."""
     url = os.environ.get(STORE_URL_VAR)
     if url:
-        return Store(url)
+        return Store(url, read_only=read_only)
     folder = resolve(workspace)
+    if read_only:
+        return Store(folder / DB_NAME, read_only=True)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -122,6 +122,64 @@ def test_random_bytes_as_a_scripted_policy_or_an_import_file(workspace: Path, tm
     assert files(workspace) == before
 
 
+def test_import_files_past_the_readers_bounds(workspace: Path, tmp_path: Path) -> None:
+    cases = {"latin1.json": b"\xff\xfe[", "nested.json": b"[" * 200_000 + b"]" * 200_000,
+             "digits.json": b'{"id": ' + b"9" * 5000 + b"}"}
+    before = files(workspace)
+    for name, body in cases.items():
+        (tmp_path / name).write_bytes(body)
+        for noun in ("experiences", "skills"):
+            assert_one_line_error(lle(workspace, noun, "import", str(tmp_path / name)), name)
+    assert files(workspace) == before
+
+
+def test_export_onto_a_file_and_revoking_an_unknown_model_write_nothing(workspace: Path, tmp_path: Path) -> None:
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0\n")
+    before = files(workspace)
+    assert_one_line_error(lle(workspace, "export", "dataset", "--format", "sft", "--out", str(target)), str(target),
+                          "folder")
+    assert_one_line_error(lle(workspace, "revoke", "model:nope", "--reason", "typo"), "'nope'", "lle models list")
+    assert files(workspace) == before and target.read_text() == "root:x:0:0\n"
+
+
+def test_a_damaged_finish_marker_or_replay_choice_is_named(workspace: Path) -> None:
+    config = RunConfig(suite="toy", model="oracle", strategies=["lle"], rounds=1, train_per_round=4, eval_tasks=1,
+                       workers=1)
+    folder = _save_run(workspace, config)
+    (folder / "finished_at").write_bytes(b"\xff\xfe")
+    listed = lle(workspace, "runs", "list", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout)[0]["finished_at"] is None, listed.stderr
+    assert "finished_at is damaged" in listed.stderr and "Traceback" not in listed.stderr
+    assert_one_line_error(lle(workspace, "runs", "show", config.id), str(folder / "finished_at"), "--resume")
+    (folder / "finished_at").unlink()
+    (folder / "replays").mkdir()
+    (folder / "replays" / "r1-skills.json").write_bytes(b"\xff{[")
+    assert_one_line_error(lle(workspace, "run", "--resume", config.id, "--json"), "r1-skills.json", "damaged")
+
+
+def test_store_locations_no_backend_opens_are_refused_and_nothing_is_written(workspace: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    source, before = str(workspace / "lle.db"), files(workspace)
+    for location, needle in (("mysql://u@h/db", "not mysql"), ("postgresql://[::1", "does not parse"),
+                             ("postgresql://u@h:99999/db", "does not parse"), (str(folder), "is a folder")):
+        assert_one_line_error(lle(workspace, "store", "copy", source, location), needle)
+        env = {**os.environ, "LLE_STORE_URL": location}
+        read = subprocess.run([sys.executable, "-m", "lle.cli.main", "experiences", "list"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert_one_line_error(read, needle)
+    assert files(workspace) == before and not list(folder.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "ws"]  # no mysql: folder written
+
+
+def test_limits_past_what_sqlite_holds_are_refused(workspace: Path) -> None:
+    huge = "99999999999999999999"
+    assert_one_line_error(lle(workspace, "memory", "list", "--limit", huge), "--limit", "less than")
+    assert_one_line_error(lle(workspace, "memory", "search", "x", "-k", huge), "-k", "less than")
+    assert_one_line_error(lle(workspace, "store", "search", "x", "--limit", huge), "--limit", "less than")
+
+
 def _save_run(workspace: Path, config: RunConfig) -> Path:
     folder = workspace / "runs" / config.id
     folder.mkdir(parents=True)
@@ -213,7 +271,8 @@ def test_bad_slots_count_or_lean_are_refused_before_a_model_loads(workspace: Pat
     before = files(workspace)
     run = ("episodes", "run", "toy/keys-v1", "--policy")
     assert_one_line_error(lle(workspace, *run, "smollm2-135m", "--slots", "-1"), "--slots -1", "at least 1")
-    assert_one_line_error(lle(workspace, *run, "smollm2-135m", "--count", "0"), "--count 0", "at least 1")
+    for count in ("0", "100000000"):  # a hundred million small worlds used to be built before anything ran
+        assert_one_line_error(lle(workspace, *run, "smollm2-135m", "--count", count), f"--count {count}", "1-100000")
     for option in (["--slots", "2"], ["--lean"]):
         assert_one_line_error(lle(workspace, *run, "scripted:actions.json", *option), option[0],
                               "embedded model", "--policy")

@@ -8,6 +8,7 @@ import json
 import typer
 
 from lle.cli.common import (
+    MAX_ROWS,
     RunOption,
     StrategyOption,
     WideOption,
@@ -75,7 +76,7 @@ def summary(content: object) -> str:
 
 
 @memory_app.command("list")
-def memory_list(limit: int = typer.Option(50, min=1), as_json: bool = typer.Option(False, "--json"),
+def memory_list(limit: int = typer.Option(50, min=1, max=MAX_ROWS), as_json: bool = typer.Option(False, "--json"),
                 run: RunOption = None, strategy: StrategyOption = None, wide: WideOption = False) -> None:
     """Active memories, oldest first."""
     with open_store(run, strategy) as db:
@@ -95,7 +96,7 @@ def memory_search(
     query: str,
     family: str | None = typer.Option(None, help="Search as a task of this family sees memory."),
     project: str | None = typer.Option(None, help="… and of this project."),
-    k: int = typer.Option(5, "-k", min=1),
+    k: int = typer.Option(5, "-k", min=1, max=MAX_ROWS),
     mode: str = typer.Option("hybrid", help="hybrid, bm25 or dense."),
     as_json: bool = typer.Option(False, "--json"),
     run: RunOption = None,

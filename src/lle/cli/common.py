@@ -46,17 +46,19 @@ class Settings:
 settings = Settings()
 
 
-def open_store(run: str | None = None, strategy: str | None = None) -> Store:
+def open_store(run: str | None = None, strategy: str | None = None, *, write: bool = False) -> Store:
     """The workspace's store, or with `run` that run's store of `strategy` (named on stderr, so that
-    stdout stays the data)."""
+    stdout stays the data). For reading only unless `write`: a reading command never creates, migrates
+    nor writes a store, and a missing or damaged one is one line."""
     if run is None:
         if strategy is not None:
             raise InvalidInputError(f"--strategy {strategy!r} needs --run RUN (a run has one store per strategy); "
                                     "add --run latest")
-        return workspace.open_store(settings.workspace)
+        return workspace.open_store(settings.workspace, read_only=not write)
     found = lookup.run_store(run, strategy, settings.workspace)
+    opened = found.open(write=write)  # first: a store that cannot be opened is one line, this one not printed
     err_console.print(f"store: {found.describe()}", soft_wrap=True)
-    return found.open()
+    return opened
 
 
 def slots_of(value: str, *, batchable: bool, most: int | None = None) -> int:

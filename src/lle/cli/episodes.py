@@ -107,7 +107,7 @@ def run(
     else:
         actor = make_policy(policy, lean=True) if lean else load_policy(policy)
         done = []
-        with open_store() as db:
+        with open_store(write=True) as db:
             for i, sw in enumerate(small_worlds):
                 if i and policy.startswith("scripted:"):
                     actor = load_policy(policy)  # a script is consumed by its episode: each starts it afresh
@@ -121,10 +121,15 @@ def run(
         _summary(exp)
 
 
+MAX_EPISODES = 100_000
+"""The most episodes one `lle episodes run` plays: its small worlds are built up front."""
+
+
 def check_batching(policy: str, *, slots: int, count: int, lean: bool) -> None:
     """One line naming the option and the fix, before any model loads."""
-    if count < 1:
-        raise InvalidInputError(f"--count {count} must be at least 1 (the episodes to run)")
+    if not 1 <= count <= MAX_EPISODES:
+        raise InvalidInputError(f"--count {count} must be in 1-{MAX_EPISODES} (the episodes to run; run more in "
+                                "several calls)")
     embedded = not policy.startswith(("scripted:", "openai:"))
     if (slots or lean) and not embedded:
         option = "--slots" if slots else "--lean"
@@ -148,7 +153,7 @@ def run_batched(small_worlds: list[SmallWorld], spec: str, *, slots: int, lean: 
     from lle.runtime.parallel import run_many
     from lle.runtime.threaded import ThreadBackend
 
-    with BatchedDecoder.from_spec(spec, slots=slots) as decoder, open_store() as db:
+    with BatchedDecoder.from_spec(spec, slots=slots) as decoder, open_store(write=True) as db:
         sizing = decoder.policy(lean=lean)  # the budget and the token count every episode's context uses
         return run_many(small_worlds, lambda sw: decoder.policy(sw, lean=lean), store=db,
                         context_builder_factory=lambda: for_policy(sizing), backend=ThreadBackend(slots),
@@ -162,7 +167,7 @@ def resume(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Continue a killed episode from its last committed step (a finished one is just shown)."""
-    with open_store() as db:
+    with open_store(write=True) as db:
         actor = load_policy(policy) if policy else None
         exp = resume_episode(db, episode_id, policy=actor, assess=assess_experience,
                              context_builder=for_policy(actor) if actor else None)

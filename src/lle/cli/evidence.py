@@ -28,7 +28,7 @@ def add(
         raise InvalidInputError(f"--outcome {outcome!r} is not a verdict; use pass or fail")
     if not note.strip():
         raise InvalidInputError("--note is empty; say what you checked")
-    with open_store() as db:
+    with open_store(write=True) as db:
         exp = db.get_experience(lookup.experience_id(db, experience_id))
         ev = human_verdict(exp.id, exp.small_world, Outcome(outcome), note, author or getpass.getuser())
         db.append_evidence(ev)

@@ -16,6 +16,7 @@ from lle.cli.common import (
     StrategyOption,
     WideOption,
     console,
+    err_console,
     line,
     open_store,
     print_json,
@@ -25,6 +26,7 @@ from lle.cli.common import (
 )
 from lle.core import Experience
 from lle.errors import InvalidInputError
+from lle.governance.lineage import refuse_revoked
 from lle.viewer import lookup
 from lle.viewer.data import intervention_text
 
@@ -147,6 +149,11 @@ def _read_experiences(path: Path) -> list[Experience]:
         raise InvalidInputError(
             f"{path}: malformed JSON at line {err.lineno} column {err.colno} ({err.msg}); fix the file"
         ) from err
+    except InvalidInputError:
+        raise
+    except (ValueError, RecursionError) as err:  # nesting deeper than Python's stack, numbers past 4300 digits
+        raise InvalidInputError(f"{path}: JSON past this reader's bounds ({type(err).__name__}: nesting too deep or "
+                                "a number too long); give experiences as `lle experiences export` writes") from None
     experiences = []
     for n, doc in enumerate(docs, 1):
         try:
@@ -165,7 +172,8 @@ def _read_experiences(path: Path) -> list[Experience]:
 def import_(path: Path = typer.Argument(..., help="JSON (one object or a list) or JSONL; - for stdin.")) -> None:
     """Append experiences from a file, all or none."""
     experiences = _read_experiences(path)
-    with open_store() as db:
+    with open_store(write=True) as db:
+        refuse_revoked(db, experiences)  # a copy of revoked content, exact or near, or from a revoked source
         stored = db.append_experiences(experiences)
     console.print(f"imported {len(stored)} experiences from {path}")
 
@@ -173,10 +181,17 @@ def import_(path: Path = typer.Argument(..., help="JSON (one object or a list) o
 @app.command("export")
 def export(world: str | None = typer.Option(None), split: str | None = typer.Option(None), run: RunOption = None,
            strategy: StrategyOption = None) -> None:
-    """Write experiences as JSONL to stdout."""
+    """Write experiences as JSONL to stdout; revoked ones are left out (counted on stderr)."""
+    revoked = []
     with open_store(run, strategy) as db:
         offset = 0
         while rows := db.list_experiences(limit=500, offset=offset, world=world, split=split):
             for row in rows:
-                print(db.get_experience(row.id).model_dump_json())
+                if row.revoked:
+                    revoked.append(row.id)
+                else:
+                    print(db.get_experience(row.id).model_dump_json())
             offset += len(rows)
+    if revoked:
+        err_console.print(f"left out {len(revoked)} revoked experiences ({', '.join(revoked[:3])}"
+                          f"{' …' if len(revoked) > 3 else ''})")

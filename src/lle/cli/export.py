@@ -48,7 +48,12 @@ def dataset(
     if fmt not in FORMATS:
         raise InvalidInputError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     folder = out if out is not None else workspace.resolve(settings.workspace) / "exports"
-    with open_store(run, strategy) as db:
+    try:  # before the gate writes anything: a snapshot that cannot be written admits nothing
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvalidInputError(f"--out {folder}: {err.strerror}; --out names a folder the snapshot is written "
+                                "into (a new one inside it)") from None
+    with open_store(run, strategy, write=True) as db:  # the gate and the snapshot are recorded
         carrier = Dataset(db, actor="lle export",
                           contamination=ContaminationIndex.from_registry() if all_worlds else None)
         decided = carrier.admit_pending() if admit else []

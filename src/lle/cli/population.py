@@ -54,7 +54,7 @@ def _population_store(name: str | None) -> Store:
     if name is None or name not in found:
         known = ", ".join(found) or "none yet (run one with `lle population run FILE`)"
         raise InvalidInputError(f"name the population with --population (populations here: {known})")
-    return Store(folder / name / "population.db")
+    return Store(folder / name / "population.db", read_only=True)  # messages are read: never written here
 
 
 @app.command("messages")

@@ -181,7 +181,7 @@ def run(
     if timeout is not None:
         os.environ["LLE_TIMEOUT"] = str(timeout)
     if resume:
-        config = loop.load_config(resume, settings.workspace)
+        config = loop.resume_config(resume, settings.workspace)
     else:
         if executor not in ("process", "ray"):
             raise InvalidInputError(f"--executor {executor!r} is unknown; use process or ray")

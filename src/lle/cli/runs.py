@@ -72,7 +72,7 @@ def _stores(run_id: str) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for strategy in lookup.strategies_of(run_id, settings.workspace):
         found = lookup.run_store(run_id, strategy, settings.workspace)
-        with Store(found.path) as db:
+        with found.open() as db:
             active = active_items(db)
             out[strategy] = {"experiences": db.count("experiences"), "updates": db.count("updates"),
                              "revocations": db.count("revocations"), "active items": len(active)}
@@ -85,7 +85,7 @@ def show(run_ref: str = RunArgument, as_json: bool = typer.Option(False, "--json
     run_id = lookup.resolve_run(run_ref, settings.workspace)
     config = loop.load_config(run_id, settings.workspace)
     folder = loop.run_folder(run_id, settings.workspace)
-    finished = (folder / "finished_at").read_text() if (folder / "finished_at").exists() else None
+    finished = loop.finished_at(folder)
     stores = _stores(run_id)
     res = report.load_results(run_id, settings.workspace)
     rows = results_table(res)
@@ -221,7 +221,7 @@ def monitor_cmd(run_ref: str = RunArgument, as_json: bool = typer.Option(False, 
     if "lle" in config.strategies and loop.strategy_db(folder, "lle").exists():
         watch_worlds = suites.draw_watch(suites.for_run(config, folder), config.monitor_watch, seed=config.seed,
                                          max_steps=config.max_steps)
-        with Store(loop.strategy_db(folder, "lle")) as db:
+        with Store(loop.strategy_db(folder, "lle"), read_only=True) as db:
             watched = {batch_round(b)[0] for b in flywheel_store.batches(db, f"{run_id}/lle/").values()
                        if batch_round(b)[1] == "watch"}
         last = max(watched, default=0)  # the latest round watched (a run may be unfinished)

@@ -99,7 +99,7 @@ def retire(
     author: str = typer.Option(None, "--author", help="Who (default: the current user)."),
 ) -> None:
     """Retire a skill: it is no longer offered (appends one update; nothing is deleted)."""
-    with open_store() as db:
+    with open_store(write=True) as db:
         update = SkillLibrary(db).retire(skill_ref(db, ref), reason, author or getpass.getuser())
     console.print(f"{update.id}: retired {update.item_id}", highlight=False)
 
@@ -129,8 +129,14 @@ def import_(
         text = sys.stdin.read() if source == "-" else Path(source).read_text()
     except OSError as err:
         raise InvalidInputError(f"cannot read {source}: {err.strerror}; check the path") from err
-    with open_store() as db:
-        skill = SkillLibrary(db).import_descriptor(text, actor=author or getpass.getuser())
+    except UnicodeDecodeError as err:
+        raise InvalidInputError(f"{source} is not UTF-8 text (byte {err.start}); give a descriptor as "
+                                "`lle skills export` writes") from err
+    with open_store(write=True) as db:
+        try:
+            skill = SkillLibrary(db).import_descriptor(text, actor=author or getpass.getuser())
+        except InvalidInputError as err:
+            raise InvalidInputError(f"{source}: {err}") from None
     if as_json:
         print_json(_row(skill))
         return

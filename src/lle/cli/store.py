@@ -8,11 +8,11 @@ from pathlib import Path
 import typer
 
 from lle import workspace
-from lle.cli.common import RunOption, StrategyOption, console, line, open_store, print_json, settings, styled
+from lle.cli.common import MAX_ROWS, RunOption, StrategyOption, console, line, open_store, print_json, settings, styled
 from lle.errors import InvalidInputError
 from lle.governance.lineage import denylist
 from lle.store import Store
-from lle.store.sqlite import is_url
+from lle.store.locations import check_location, is_url
 
 app = typer.Typer(help="The append-only store.", no_args_is_help=True)
 
@@ -58,8 +58,9 @@ def check(as_json: bool = typer.Option(False, "--json"), run: RunOption = None,
 
 
 @app.command("search")
-def search(query: str, limit: int = typer.Option(10, min=1), as_json: bool = typer.Option(False, "--json"),
-           run: RunOption = None, strategy: StrategyOption = None) -> None:
+def search(query: str, limit: int = typer.Option(10, min=1, max=MAX_ROWS),
+           as_json: bool = typer.Option(False, "--json"), run: RunOption = None,
+           strategy: StrategyOption = None) -> None:
     """Full-text search (BM25) over experiences and carrier items; revoked records are marked."""
     with open_store(run, strategy) as db:
         hits = db.search(query, limit=limit)
@@ -96,7 +97,8 @@ def copy(
     if not is_url(source) and not Path(source).is_file():
         raise InvalidInputError(f"the source store {source} does not exist; pass a store file (lle.db) or a "
                                 "postgresql:// URL")
-    with Store(source) as src, Store(destination) as dst:
+    check_location(destination)  # before the source is opened: a bad destination leaves both as they were
+    with Store(source, read_only=True) as src, Store(destination) as dst:
         report = copy_store(src, dst)
     if as_json:
         print_json(report.as_json())
@@ -104,3 +106,11 @@ def copy(
     rows = sum(t["rows"] for t in report.tables.values())
     console.print(f"copied {rows} rows ({report.experiences_verified} experiences, each verified) "
                   f"from {report.source} to {report.destination}; table hashes match")
+
+
+@app.command("migrate")
+def migrate(run: RunOption = None, strategy: StrategyOption = None) -> None:
+    """Bring a store written by an older lle to this version's schema (reading commands never do: they read an
+    older store from a copy in memory, and refuse one too big for that)."""
+    with open_store(run, strategy, write=True) as db:  # a writable open migrates
+        console.print(f"{db.location}: schema {db.schema_version} (this lle's: {db.latest_version})")

@@ -20,7 +20,9 @@ from lle.cli.common import (
 )
 from lle.errors import InvalidInputError
 from lle.governance import lineage
+from lle.policies.catalog import CATALOG
 from lle.store import Store
+from lle.store import experiences as stored_experiences
 from lle.viewer import lookup
 
 app = typer.Typer(help="Carrier updates: every routing decision, with its gate and reasons.", no_args_is_help=True)
@@ -52,13 +54,22 @@ def list_(
     print_table(out, wide)
 
 
-def _known_world(db: Store, world: str) -> None:
-    """A revocation is permanent: one of a mistyped world would sit in the ledger, revoking nothing."""
-    if world in registry.ids() or db.list_experiences(world=world, limit=1):
+def _known_source(db: Store, target: str) -> None:
+    """A revocation is permanent: one of a mistyped world or model would sit in the ledger, revoking nothing."""
+    kind, _, name = target.partition(":")
+    if kind == "world":
+        name = name.split("@", 1)[0]
+        if name in registry.ids() or db.list_experiences(world=name, limit=1):
+            return
+        listing = "`lle worlds list` (or `lle experiences list --world ID`)"
+    elif kind == "model":
+        if name in CATALOG or stored_experiences.of_model(db, name):
+            return
+        listing = "`lle models list` (or the policy of `lle experiences show ID`)"
+    else:
         return
-    raise InvalidInputError(f"world {world!r} is not registered and has no experiences in this store, so its "
-                            "revocation would revoke nothing, forever; check the id with `lle worlds list` "
-                            "(or `lle experiences list --world ID`)")
+    raise InvalidInputError(f"{kind} {name!r} is not known here and has no experiences in this store, so its "
+                            f"revocation would revoke nothing, forever; check the name with {listing}")
 
 
 def revoke(
@@ -70,10 +81,9 @@ def revoke(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Revoke a record or a whole source, and everything derived from it: appends one revocation row."""
-    with open_store() as db:
+    with open_store(write=not dry_run) as db:
         target = lookup.record_id(db, target)
-        if target.startswith("world:"):
-            _known_world(db, target.removeprefix("world:").split("@", 1)[0])
+        _known_source(db, target)
         rev = lineage.revoke(db, target, reason, author or getpass.getuser(), dry_run=dry_run)
     if as_json:
         print_json({"dry_run": dry_run, **rev.model_dump(mode="json")})

@@ -57,7 +57,7 @@ def list_(
 @app.command("scan")
 def scan(as_json: bool = typer.Option(False, "--json")) -> None:
     """Propose cases from every stored pass that later hard evidence (e.g. `lle evidence add`) contradicts."""
-    with open_store() as db:
+    with open_store(write=True) as db:
         updates = VerifierCases(db, actor="lle verifier-cases scan").scan()
     if as_json:
         print_json([u.model_dump(mode="json") for u in updates])
@@ -71,7 +71,7 @@ def scan(as_json: bool = typer.Option(False, "--json")) -> None:
 
 
 def _decide(verb: str, item_id: str, reason: str, author: str | None, as_json: bool) -> None:
-    with open_store() as db:
+    with open_store(write=True) as db:
         item_id = lookup.item_id(db, item_id, "verifier_cases")
         cases = VerifierCases(db)
         update = getattr(cases, verb)(item_id, actor=author or getpass.getuser(), reason=reason)

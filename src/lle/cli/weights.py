@@ -63,7 +63,7 @@ def train(
     from lle.policies import catalog
     from lle.policies.llama import threads_from_env
 
-    with open_store() as db:
+    with open_store(write=True) as db:
         rows_path, snap_id = Path(snapshot), None
         if not rows_path.is_file():
             found = next((s for s in snapshots(db) if s.id == snapshot), None)
@@ -133,7 +133,7 @@ def show(ref: str = typer.Argument(..., help="Adapter id (or a unique prefix).")
 @app.command("approve")
 def approve(ref: str = typer.Argument(...), author: str = typer.Option(None, "--author")) -> None:
     """A person's approval of a candidate (needed when the gate requires one)."""
-    with open_store() as db:
+    with open_store(write=True) as db:
         update = WeightsCarrier(db).approve(_ref(db, ref), author or getpass.getuser())
     console.print(f"{update.id}: {update.item_id} approved", highlight=False)
 
@@ -142,7 +142,7 @@ def approve(ref: str = typer.Argument(...), author: str = typer.Option(None, "--
 def activate(ref: str = typer.Argument(...), reason: str = typer.Option(..., "--reason"),
              author: str = typer.Option(None, "--author")) -> None:
     """Serve again an adapter that passed its gate before (standby or retired)."""
-    with open_store() as db:
+    with open_store(write=True) as db:
         update = WeightsCarrier(db).activate(_ref(db, ref), author or getpass.getuser(), reason)
     console.print(f"{update.id}: {update.item_id} active", highlight=False)
 
@@ -150,7 +150,7 @@ def activate(ref: str = typer.Argument(...), reason: str = typer.Option(..., "--
 @app.command("rollback")
 def rollback(reason: str = typer.Option(..., "--reason"), author: str = typer.Option(None, "--author")) -> None:
     """One switch back: the active adapter is retired; the one before it (or the base) is served."""
-    with open_store() as db:
+    with open_store(write=True) as db:
         update, now = WeightsCarrier(db).rollback(author or getpass.getuser(), reason)
     console.print(f"{update.id}: {update.item_id} retired; now serving {now.id if now else 'the base model'}",
                   highlight=False)

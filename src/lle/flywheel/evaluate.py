@@ -140,7 +140,7 @@ def results(folder: Path, config: RunConfig) -> RunResults:
         path = strategy_db(folder, db_name)
         if not path.exists():
             continue
-        with Store(path) as db:
+        with Store(path, read_only=True) as db:
             for (round_, phase, world), cell in _cells(db, f"{config.id}/{strategy}/").items():
                 (out.eval if phase == "eval" else out.train)[(strategy, round_, world)] = cell
             if strategy == "none":
@@ -234,7 +234,7 @@ def run_outcomes(folder: Path, config: RunConfig) -> Outcomes:
         path = strategy_db(folder, "baseline" if strategy == "none" else strategy)
         if not path.exists():
             continue
-        with Store(path) as db:
+        with Store(path, read_only=True) as db:
             rounds = [0] if strategy == "none" else list(range(1, config.rounds + 1))
             found = {r: batch_outcomes(db, f"{config.id}/{strategy}/r{r}/eval") for r in rounds}
         if any(found.values()):
@@ -295,7 +295,7 @@ def coverage(folder: Path, config: RunConfig) -> dict[str, Any]:
         path = strategy_db(folder, db_name)
         if not path.exists():
             continue
-        with Store(path) as db:
+        with Store(path, read_only=True) as db:
             for batch in sorted(set(flywheel_store.batches(db, config.id + "/").values())):
                 phase = batch_round(batch)[1]
                 if phase == "watch":

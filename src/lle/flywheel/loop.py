@@ -21,6 +21,7 @@ import functools
 import json
 import os
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,11 +88,35 @@ def load_config(run_id: str, workspace: str | Path | None = None) -> RunConfig:
         first = str(err).splitlines()[0]
         raise InvalidInputError(f"{path} is not a run config ({first}); it was edited by hand or is damaged: "
                                 "restore it from a backup, or start a new run") from err
-    for db in sorted(path.parent.glob("*.db")):
-        if db.stat().st_size == 0:  # SQLite would take it for a new store, and the strategy would start over
+    if config.id != run_id:  # resumed, it would start a new run under the other id (listed twice)
+        raise InvalidInputError(f"{path} names run {config.id}, but it is in the folder of run {run_id}: the config "
+                                "was copied from another run or edited; put back this run's own config.json (from "
+                                f"a backup), or remove the folder (`lle runs rm {run_id}`)")
+    check_stores(path.parent)
+    return config
+
+
+def check_stores(folder: Path) -> None:
+    """Refuse a run whose strategy store is empty (0 bytes): SQLite would take it for a new one, and the
+    strategy would start over."""
+    for db in sorted(folder.glob("*.db")):
+        if db.stat().st_size == 0:
             raise InvalidInputError(f"{db} is empty (0 bytes): this run's store is damaged; restore it from a "
                                     f"backup, or move it aside (`mv {db} {db}.damaged`) to run that strategy "
                                     "again from the start")
+
+
+def resume_config(run_id: str, workspace: str | Path | None = None) -> RunConfig:
+    """The config of a run to continue, checked against its folder: the config's id and the run every episode of
+    its stores was played for must be the folder's (a store copied from another run is not continued)."""
+    config = load_config(run_id, workspace)
+    for path in sorted(run_folder(run_id, workspace).glob("*.db")):
+        with Store(path, read_only=True) as db:
+            others = sorted(flywheel_store.run_ids(db) - {run_id})
+        if others:
+            raise InvalidInputError(f"{path} holds episodes of run {others[0]}, not of run {run_id} (its folder): "
+                                    "the store was copied from another run; put back this run's own store (from a "
+                                    f"backup), or move it aside (`mv {path} {path}.other`) to run that strategy again")
     return config
 
 
@@ -302,7 +327,11 @@ class Flywheel:
         killed after a decision and resumed replays the same ones, not the next in line."""
         path = self.folder / "replays" / f"{name}.json"
         if path.exists():
-            return [str(i) for i in json.loads(path.read_text(encoding="utf-8"))]
+            try:
+                return [str(i) for i in json.loads(path.read_text(encoding="utf-8"))]
+            except (ValueError, TypeError):  # UnicodeDecodeError is a ValueError
+                raise InvalidInputError(f"{path} is damaged (not a JSON list of ids); remove it and resume: the "
+                                        "round chooses its replays again") from None
         ids = pick()
         path.parent.mkdir(exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -438,7 +467,8 @@ def episode_finished(step: Step) -> bool:
 
 
 def list_runs(workspace: str | Path | None = None, damaged: list[str] | None = None) -> list[dict[str, object]]:
-    """The runs whose config reads back; each damaged one is named in `damaged` (when given), not listed."""
+    """The runs whose config reads back and names its own folder's run; each damaged one is named in `damaged`
+    (when given), not listed (a run whose store or finish marker is damaged is listed and named)."""
     out = []
     for path in sorted(runs_dir(workspace).glob("*/config.json")):
         try:
@@ -449,8 +479,37 @@ def list_runs(workspace: str | Path | None = None, damaged: list[str] | None = N
                 damaged.append(f"run {path.parent.name} is damaged ({path} is not a run config: "
                                f"{type(err).__name__}); restore it from a backup or remove that run folder")
             continue
-        done = path.parent / "finished_at"
+        if config["id"] != path.parent.name:  # another run's config: that run is listed once, from its own folder
+            if damaged is not None:
+                damaged.append(f"run {path.parent.name} is damaged ({path} names run {config['id']}: copied from "
+                               "another run or edited); restore its own config.json from a backup or remove that "
+                               "run folder")
+            continue
+        try:
+            done = finished_at(path.parent)
+        except InvalidInputError as err:
+            if damaged is not None:
+                damaged.append(str(err))
+            done = None
+        try:  # a damaged store: named, and the run listed all the same (its config reads back)
+            check_stores(path.parent)
+        except InvalidInputError as err:
+            if damaged is not None:
+                damaged.append(str(err))
         out.append({"id": config["id"], "suite": config["suite"], "model": config["model"],
-                    "strategies": config["strategies"], "rounds": config["rounds"],
-                    "finished_at": done.read_text() if done.exists() else None})
+                    "strategies": config["strategies"], "rounds": config["rounds"], "finished_at": done})
     return out
+
+
+def finished_at(folder: Path) -> str | None:
+    """When the run in `folder` finished (its `finished_at` marker); None while it has not."""
+    path = folder / "finished_at"
+    if not path.exists():
+        return None
+    text = path.read_bytes().decode("utf-8", errors="replace").strip()
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInputError(f"{path} is damaged (not a finish time); remove it and finish the run with "
+                                f"`lle run --resume {folder.name}`") from None
+    return text

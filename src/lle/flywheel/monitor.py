@@ -85,11 +85,11 @@ def effects(folder: Path, config: RunConfig, watch_worlds: Sequence[SmallWorld],
     def at(r: int) -> Mapping[str, bool | None]:
         if r not in outcomes:
             name, strategy = ("baseline", "none") if r == 0 else ("lle", "lle")
-            with Store(strategy_db(folder, name)) as db:
+            with Store(strategy_db(folder, name), read_only=True) as db:
                 outcomes[r] = batch_outcomes(db, f"{config.id}/{strategy}/r{r}/watch")
         return outcomes[r]
 
-    with Store(strategy_db(folder, "lle")) as db:
+    with Store(strategy_db(folder, "lle"), read_only=True) as db:
         found = [a for a in activations(db, config.id) if a.round <= round_]
     out = []
     for act in found:

@@ -30,3 +30,9 @@ def batches(store: Store, prefix: str) -> dict[str, str]:
     """Episode id → batch, for every episode (finished or not) whose batch starts with `prefix`."""
     return {str(i): str(b) for i, b in store.conn.execute("SELECT id, batch FROM episodes WHERE batch LIKE ?",
                                                           (prefix + "%",))}
+
+
+def run_ids(store: Store) -> set[str]:
+    """The runs this store's episodes were played for: each batch name up to its first `/` (`RUN/STRATEGY/…`)."""
+    head = "split_part(batch, '/', 1)" if store.dialect == "postgres" else "substr(batch, 1, instr(batch, '/') - 1)"
+    return {str(r[0]) for r in store.conn.execute(f"SELECT DISTINCT {head} FROM episodes WHERE batch LIKE '%/%'")}

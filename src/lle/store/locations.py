@@ -3,12 +3,12 @@ header checked before anything opens the file (so a foreign or truncated file is
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from lle.errors import NotAStoreError
+from lle.errors import InvalidInputError, NotAStoreError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -26,13 +26,36 @@ def as_url(location: str | Path) -> str:
     return re.sub(r"^(postgres(?:ql)?):/(?!/)", r"\1://", str(location))
 
 
+def check_location(location: str | Path) -> None:
+    """Refuse, in one line, a location no backend opens: a URL of another scheme (it would be taken for a file
+    path and written), a PostgreSQL URL that does not parse, a folder."""
+    text = str(location)
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]+):/", text)
+    if scheme and not is_url(text):
+        raise InvalidInputError(f"{text}: lle stores are SQLite files or PostgreSQL, not {scheme.group(1)}; pass a "
+                                "file path (lle.db) or a postgresql://USER@HOST[:PORT]/DATABASE URL")
+    if is_url(text):
+        try:
+            urlsplit(as_url(text)).port  # noqa: B018 (parses host and port; raises on a malformed one)
+        except ValueError as err:
+            raise InvalidInputError(f"the postgresql:// store URL does not parse ({err}); write it as "
+                                    "postgresql://USER@HOST[:PORT]/DATABASE") from None
+    elif Path(text).is_dir():
+        raise InvalidInputError(f"{text} is a folder; a store is a file: pass a path such as {Path(text) / 'lle.db'}")
+
+
 def check_file(path: Path) -> None:
-    """Refuse a file that is not SQLite, or is shorter than its own header says, before touching it."""
-    if not path.exists() or path.stat().st_size == 0:
-        if path.parent and not path.parent.exists():
-            os.makedirs(path.parent, exist_ok=True)
+    """Refuse a file that is empty, is not SQLite, or is shorter than its own header says, before touching it.
+
+    Empty is damage: lle makes a store whole before it has its name (`sqlite_open.create`), so a 0-byte
+    store was truncated or copied badly, and SQLite would take it for a new one and start the ledger over."""
+    if not path.exists():
         return
     size = path.stat().st_size
+    if size == 0:
+        raise NotAStoreError(f"{path} is empty (0 bytes): the store is damaged (truncated, or a copy that failed); "
+                             f"restore it from a backup, or move it aside (`mv {path} {path}.damaged`) to start "
+                             "a new store there")
     with open(path, "rb") as f:
         header = f.read(100)
     if len(header) < 100 or not header.startswith(SQLITE_MAGIC):

@@ -67,7 +67,7 @@ class PostgresStore(Store):
 
     dialect = "postgres"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.url = as_url(path)
         # Never opened as a file: a stable name (lineage caches by it) that `Store(store.path)` reopens.
         # It holds the password when the URL does: show `location` instead.
@@ -90,13 +90,20 @@ class PostgresStore(Store):
         self.pg = pg_text.PgConnection(raw)
         self.conn = cast(Any, self.pg)  # the store's modules call conn.execute as on apsw (see pg_text)
         try:
-            self._ensure_schema()
+            if read_only:  # a reading command: the server refuses any write of this session
+                self.conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            self._ensure_schema(read_only)
             self.schema_version = self._applied_version()
             self.latest_version = len(migrations("postgres"))
             row = self.conn.execute("SELECT current_setting('transaction_read_only') = 'on' OR pg_is_in_recovery()"
                                     ).fetchone()
+            self.opened_read_only = read_only
             self.read_only = bool(row and row[0])
             self.writable = self.schema_version <= self.latest_version and not self.read_only
+            if read_only and self.schema_version < self.latest_version:
+                raise StoreError(f"{redact(self.url)} holds no lle store, or one of an older lle (schema "
+                                 f"{self.schema_version} < {self.latest_version}), and a reading command neither "
+                                 "creates nor migrates one; run a writing command (`lle store migrate`) first")
             if self.writable and self.schema_version < self.latest_version:
                 self._migrate()
         except BaseException:
@@ -105,14 +112,14 @@ class PostgresStore(Store):
 
     # --- opening and migrating --------------------------------------------------------------------
 
-    def _ensure_schema(self) -> None:
-        # A URL naming a schema (`with_schema`) gets it made on first open, as a SQLite file is.
+    def _ensure_schema(self, read_only: bool = False) -> None:
+        # A URL naming a schema (`with_schema`) gets it made on first open, as a SQLite file is (not to read).
         row = self.conn.execute("SELECT current_schema()").fetchone()
         if row and row[0] is not None:
             return
         path = self.conn.execute("SELECT current_setting('search_path')").fetchone()
         first = str(path[0]).split(",")[0].strip().strip('"') if path else ""
-        if not first or first == "$user":
+        if not first or first == "$user" or read_only:
             raise NotAStoreError(f"{redact(self.url)}: its search_path names no schema that exists; "
                                  "name one (lle.store.postgres.with_schema) or use the default")
         self.conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{first}"')
@@ -144,6 +151,9 @@ class PostgresStore(Store):
 
     @contextmanager
     def _write(self) -> Iterator[None]:
+        if self.opened_read_only:
+            raise ReadOnlyStoreError(f"{redact(self.url)} was opened for reading only, and this writes; open it with "
+                                     "Store(url) to write (a reading command never writes)")
         if self.read_only:
             raise ReadOnlyStoreError(f"{redact(self.url)} is read-only (a standby or a read-only transaction), "
                                      "and this command writes; point LLE_STORE_URL at the primary")

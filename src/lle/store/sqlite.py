@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
 import threading
@@ -17,10 +16,8 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import apsw
 
@@ -32,7 +29,6 @@ from lle.core import (
     Step,
     Update,
     canonical_json,
-    utcnow,
 )
 from lle.errors import (
     DiskFullError,
@@ -43,30 +39,13 @@ from lle.errors import (
     StoreError,
     UnknownIdError,
 )
-from lle.store import blobs, flat, trajectory
-from lle.store.locations import check_file
+from lle.store import blobs, flat, sqlite_open, trajectory
+from lle.store.locations import check_location
 from lle.store.locations import is_url as is_url  # re-exported: callers import it from here
+from lle.store.sqlite_open import migrations as migrations  # re-exported: callers import it from here
 
-BUSY_TIMEOUT_MS = 60_000
 OPEN_TRIES = 5  # opens tried when SQLite answers BUSY without waiting (Store.__init__)
 ID_TABLES = {"exp": "experiences", "evd": "evidence", "upd": "updates", "rev": "revocations", "itm": "carrier_items"}
-
-
-def migrations(dialect: str = "sqlite") -> list[tuple[int, str, str]]:
-    """(number, name, sql) of every migration shipped for `dialect`, in order: files named `mNNN_name.sql`
-    (SQLite's in `migrations/`, PostgreSQL's, numbered and named alike, in `migrations/postgres/`)."""
-    found = []
-    folder = resources.files("lle.store.migrations")
-    if dialect != "sqlite":
-        folder = folder.joinpath(dialect)
-    for entry in folder.iterdir():
-        m = re.fullmatch(r"m(\d{3})_(\w+)\.sql", entry.name)
-        if m:
-            found.append((int(m.group(1)), m.group(2), entry.read_text()))
-    found.sort()
-    if [n for n, _, _ in found] != list(range(1, len(found) + 1)):
-        raise StoreError(f"migrations are not numbered 1..N: {[n for n, _, _ in found]}; reinstall lle")
-    return found
 
 
 @dataclass(frozen=True)
@@ -98,23 +77,31 @@ class Store:
     constraint_errors: tuple[type[Exception], ...] = (apsw.ConstraintError,)
     """What a duplicate id raises on this backend (the store turns it into `InvalidInputError`)."""
 
+    opened_read_only = False
+    """Opened for reading on purpose (`read_only=True`: a reading command), not because it cannot be written."""
+
     url_backend: type[Store] | None = None
     """The class `Store(url)` opens for a PostgreSQL URL; `lle.store.postgres` sets it on import (the
     package imports it, without psycopg, which it loads only when a URL is opened)."""
 
-    def __new__(cls, path: str | Path) -> Store:
+    def __new__(cls, path: str | Path, *, read_only: bool = False) -> Store:
+        check_location(path)
         if cls is Store and is_url(path) and Store.url_backend is not None:
             return super().__new__(Store.url_backend)
         return super().__new__(cls)
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        """Open the store at `path`, creating and migrating it on first use; with `read_only`, for reading only:
+        never created, migrated nor written (a missing or damaged store is refused, the file left as it is)."""
         self.path = Path(path)
         self._writer: int | None = None  # thread holding the open write transaction
-        check_file(self.path)
         try:
+            sqlite_open.check(self.path, read_only=read_only)
+            if not read_only and not self.path.exists():
+                sqlite_open.create(self.path)
             for attempt in range(OPEN_TRIES):
                 try:
-                    self._open()
+                    self._open(read_only)
                     break
                 except apsw.BusyError:
                     # Racing first opens: SQLite may answer BUSY without its busy handler; opening is idempotent.
@@ -130,42 +117,30 @@ class Store:
         except (apsw.FullError, apsw.IOError) as err:
             raise self._disk_error(err) from err
 
-    # --- opening and migrating --------------------------------------------------------------------
+    # --- opening and migrating (how: `sqlite_open`) -----------------------------------------------------
 
-    def _open(self) -> None:
-        self.conn = self._connect()
+    def _open(self, read_only: bool = False) -> None:
+        self.conn = sqlite_open.connect(self.path, read_only=read_only)
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("PRAGMA foreign_keys=ON")
         self.schema_version = self._applied_version()
         self.latest_version = len(migrations())
-        self.read_only = bool(self.conn.readonly("main"))
+        self.opened_read_only = read_only
+        self.read_only = read_only or bool(self.conn.readonly("main"))
         self.writable = self.schema_version <= self.latest_version and not self.read_only
-        if self.writable and self.schema_version < self.latest_version:
+        if self.schema_version < self.latest_version and self.writable:
             self._migrate()
-
-    def _connect(self) -> apsw.Connection:
-        """Open for writing; on a read-only file, folder or disk, open for reading only.
-
-        SQLite falls back to read-only by itself for a write-protected file, but a WAL store also needs
-        its `-shm` beside it: in a folder nobody can write, that cannot be made, so the file is opened
-        `immutable` — safe there, since nothing can write it either."""
-        conn = apsw.Connection(str(self.path))
-        # Before the first read: a process creating the file at this moment holds its lock briefly.
-        conn.setbusytimeout(BUSY_TIMEOUT_MS)
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # the first read opens the files
-            return conn
-        except apsw.CantOpenError:
-            conn.close()
-            if os.access(self.path.parent, os.W_OK):
-                raise
-        if not self.path.exists():
-            raise ReadOnlyStoreError(f"cannot create the store {self.path}: its folder or disk is read-only; "
-                                     "pass --workspace DIR on a writable disk")
-        uri = f"file:{quote(str(self.path.absolute()))}?immutable=1"
-        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-        conn.setbusytimeout(BUSY_TIMEOUT_MS)
-        return conn
+        elif self.schema_version < self.latest_version and read_only:
+            # Never migrated by a read: read from a migrated copy in memory (a big one is refused).
+            if self.path.stat().st_size > sqlite_open.READ_COPY_MAX_BYTES:
+                self.conn.close()
+                raise sqlite_open.older_store_error(self.path, self.schema_version, self.latest_version)
+            self.conn = sqlite_open.memory_copy(self.conn)
+            self.read_only, self.writable = False, True
+            try:
+                self._migrate()
+            finally:
+                self.read_only, self.writable = True, False
 
     def _disk_error(self, err: apsw.Error) -> StoreError:
         """A failed write as one line: a full disk (or an I/O error on a nearly full one) says how to go on."""
@@ -194,16 +169,9 @@ class Store:
         with self._write():
             # Another process may have migrated between our check and our lock.
             applied = self._applied_version()
-            for number, name, sql in migrations():
-                if number > applied:
-                    self.conn.execute(sql)
-                    self.conn.execute(
-                        "INSERT INTO lle_migrations(number, name, applied_at) VALUES (?, ?, ?)",
-                        (number, name, utcnow().isoformat()),
-                    )
+            sqlite_open.apply_migrations(self.conn, applied)
             if applied < 6 <= self.latest_version:
                 self._backfill_trajectory_hashes()
-            self.conn.execute(f"PRAGMA user_version={self.latest_version}")
         self.schema_version = self.latest_version
 
     def _backfill_trajectory_hashes(self) -> None:
@@ -214,6 +182,9 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[None]:
+        if self.read_only and self.opened_read_only:
+            raise ReadOnlyStoreError(f"{self.path} was opened for reading only, and this writes; open it with "
+                                     "Store(path) to write (a reading command never writes)")
         if self.read_only:
             raise ReadOnlyStoreError(
                 f"{self.path} is read-only (its file, folder or disk cannot be written), and this command writes; "

@@ -37,8 +37,9 @@ class Source:
     strategy: str
     path: Path
 
-    def open(self) -> Store:
-        return Store(self.path)
+    def open(self, *, write: bool = False) -> Store:
+        """For reading only unless `write` (revoking): the viewer's pages never write a store."""
+        return Store(self.path, read_only=not write)
 
 
 def source(run: str, strategy: str | None, workspace: str | Path | None) -> Source:
@@ -305,7 +306,7 @@ def preview(src: Source, target: str) -> tuple[str, list[str]]:
 
 
 def revoke(src: Source, target: str, reason: str, author: str) -> Revocation:
-    with src.open() as db:
+    with src.open(write=True) as db:
         return lineage.revoke(db, lookup.record_id(db, target), reason, author)
 
 
@@ -314,7 +315,7 @@ def run_progress(run: str, workspace: str | Path | None) -> dict[str, dict[str, 
     out: dict[str, dict[str, int]] = {}
     for strategy in lookup.strategies_of(run, workspace):
         found = lookup.run_store(run, strategy, workspace)
-        with Store(found.path) as db:
+        with found.open() as db:
             counts: dict[str, int] = defaultdict(int)
             for batch in flywheel_store.batches(db, f"{run}/").values():
                 counts["/".join(batch.split("/")[2:])] += 1
@@ -346,8 +347,7 @@ def eta(run: str, workspace: str | Path | None) -> Eta:
 
 
 def finished(run: str, workspace: str | Path | None) -> str | None:
-    path = loop.run_folder(run, workspace) / "finished_at"
-    return path.read_text() if path.exists() else None
+    return loop.finished_at(loop.run_folder(run, workspace))
 
 
 def all_experience_ids(src: Source) -> list[str]:

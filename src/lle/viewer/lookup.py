@@ -75,8 +75,9 @@ class RunStore:
     path: Path
     others: tuple[str, ...]
 
-    def open(self) -> Store:
-        return Store(self.path)
+    def open(self, *, write: bool = False) -> Store:
+        """For reading only unless `write` (nothing created, migrated nor written)."""
+        return Store(self.path, read_only=not write)
 
     def describe(self) -> str:
         rest = f"; other strategies: {', '.join(self.others)} (--strategy)" if self.others else ""
