@@ -14,6 +14,9 @@ Kills: the routing-kill machinery of tests/flywheel/test_routing_kills.py (forke
 points while `Flywheel.route` routes 6 assessed toy episodes, each chain of kills then resumed) compared with one
 unkilled routing: `survived` counts kills whose chain ended equal to it, `duplicates` the extra items and updates.
 Numbers depend on the machine and on what else runs; the counts do not.
+
+Edges (`battery_edges.py`, skip with --no-edges): kills inside a skill decision, near-copies of revoked
+content, attacks on the sandbox's workdir cap, bad command-line inputs and bad server requests.
 """
 
 from __future__ import annotations
@@ -153,6 +156,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--kills", type=int, default=20, help="SIGKILLs while routing (0: skip)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-edges", action="store_true", help="skip the edge cases (battery_edges.py)")
     args = parser.parse_args()
     load = [round(x, 2) for x in os.getloadavg()]
     out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "loadavg_at_start": load}}
@@ -161,6 +165,10 @@ def main() -> None:
         if args.kills:
             (Path(tmp) / "kills").mkdir()
             out["routing_kills"] = kill_table(Path(tmp) / "kills", args.kills)
+    if not args.no_edges:
+        import battery_edges  # beside this file
+
+        out["edges"] = battery_edges.edges_table()
     out["notes"] = [
         "poisoned_items: strategy -> arm -> carrier -> [reached, trusted]; reached: the arm's poison is in the "
         "carrier at all (quoted as data, or labelled a failure); trusted: in the "
