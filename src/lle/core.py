@@ -83,6 +83,8 @@ class ActionStatus(StrEnum):
     denied = "denied"
     normalized = "normalized"
     error = "error"
+    not_reported = "not_reported"
+    """Left to the agent's own runtime, which sent no result back (the gateway): not denied, not known to have run."""
 
 
 class VerificationLevel(StrEnum):
@@ -231,7 +233,7 @@ class ExecutedAction(Record):
     duration_ms: float = Field(default=0.0, ge=0)
     """Time the runtime spent executing."""
     status: ActionStatus = ActionStatus.ok
-    """ok, denied, normalized or error."""
+    """ok, denied, normalized, error, or not_reported (no result came back: whether it ran is unknown)."""
 
 
 class Change(Record):

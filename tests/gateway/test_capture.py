@@ -72,8 +72,8 @@ def test_an_unanswered_tool_call_is_not_made_up(gateway: Any, tmp_path: Path) ->
     assert ended["outcome"] == "unknown"  # no verdict posted: never a guess
     with Store(tmp_path / "ws" / "lle.db") as db:
         (step,) = db.steps_of(ended["experience_id"])
-        assert step.request.tool == "run_tests" and not step.executed.allowed
-        assert "no result" in str(step.executed.denied_reason)
+        assert step.request.tool == "run_tests" and step.executed.status.value == "not_reported"
+        assert step.executed.denied_reason is None and step.effect.observation == ""  # not denied, nothing made up
 
 
 def test_a_streamed_call_is_passed_through_and_recorded(gateway: Any, tmp_path: Path) -> None:

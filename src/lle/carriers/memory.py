@@ -34,10 +34,11 @@ import apsw
 import numpy as np
 from pydantic import JsonValue
 
-from lle.actions import copies_placeholder
+from lle.actions import NO_ACTION, copies_placeholder
 from lle.carriers.embeddings import DIM, Embedder, Vectors, shared_embedder
 from lle.context.compress import clip_end
 from lle.core import (
+    ActionStatus,
     CarrierItem,
     CarrierKind,
     Experience,
@@ -45,6 +46,7 @@ from lle.core import (
     Revocation,
     Scope,
     ScopeLevel,
+    Step,
     Update,
     UpdateOp,
     canonical_json,
@@ -139,15 +141,19 @@ def memory_item_from(experience: Experience, *, level: ScopeLevel = ScopeLevel.p
         "result": clip_end(steps[i].effect.error or steps[i].effect.observation, 200), "credit": round(credit[i], 4),
     } for i in best]
     attribution = experience.attribution
-    route = " → ".join(dict.fromkeys(s.executed.tool for s in steps if s.executed.allowed))
+    ran = [s for s in steps if s.executed.allowed and s.executed.tool != NO_ACTION]
+    route = " → ".join(dict.fromkeys(map(_route_step, ran)))
+    # Every step a plain answer (a chat without tool calls through the gateway): not a failure to act.
+    plain = bool(steps) and all(s.request.tool == NO_ACTION and s.executed.allowed for s in steps)
+    route = route or ("answering without tools" if plain else "no action")
     if experience.outcome is Outcome.passed:
-        lesson = f"Succeeded ({experience.verification.value}) by {route or 'no action'}."
+        lesson = f"Succeeded ({experience.verification.value}) by {route}."
     elif attribution:
         # What was tried and what the anchor said: a lesson about this episode, not a template.
         said = [f"The {e.anchor} anchor said: {clip_end(str(e.detail.get('reason')), 160)}."
                 for e in experience.evidence
                 if e.outcome is Outcome.failed and isinstance(e.detail, dict) and e.detail.get("reason")][:1]
-        lesson = " ".join([f"Failed at the {attribution.get('kind', 'unknown')} level after {route or 'no action'}: "
+        lesson = " ".join([f"Failed at the {attribution.get('kind', 'unknown')} level after {route}: "
                            f"{attribution.get('reason', '')}.", *said])
     else:
         lesson = f"Outcome {experience.outcome.value}; no attribution."
@@ -166,6 +172,12 @@ def memory_item_from(experience: Experience, *, level: ScopeLevel = ScopeLevel.p
     decided = [e.id for e in experience.evidence if e.outcome is not Outcome.unknown]
     return CarrierItem(carrier=CarrierKind.memory, scope=scope, content=content, experience_ids=[experience.id],
                        evidence_ids=decided)
+
+
+def _route_step(step: Step) -> str:
+    """A step's tool in a lesson's route; one whose result never came back says so (it may not have run)."""
+    unknown = step.executed.status is ActionStatus.not_reported
+    return f"{step.executed.tool} (result not reported)" if unknown else step.executed.tool
 
 
 @dataclass(frozen=True)

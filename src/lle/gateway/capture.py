@@ -2,9 +2,10 @@
 
 One call is one step. What the model asked for (its tool calls) is the step's `request`; what the
 agent then reported back (the `tool` messages of its next call) is the step's `executed` and
-`effect`, so a tool call the agent never answered stays `allowed=False` with the reason, never a
-made-up success. The exact messages, the response and what the gateway served are kept on the step
-as a `Feedback(kind="llm_call")`; bodies are redacted (PII, secrets) before anything is journaled.
+`effect`, so a tool call the agent never answered is `not_reported` with an empty effect: neither
+denied (nothing refused it) nor a made-up success. The exact messages, the response and what the
+gateway served are kept on the step as a `Feedback(kind="llm_call")`; bodies are redacted (PII,
+secrets) before anything is journaled.
 
 Feedback posted by the caller (test results, a score, a person's remark) becomes hard, soft or weak
 evidence through `GatewayAnchor`, which stands in for the world's own check: the gateway's world is
@@ -162,9 +163,9 @@ class CallRecord:
             effect = Effect(observation="\n".join(
                 (f"[{c['name']}] " if many else "") + self.results[c["id"]] for c in answered))
         else:
-            executed = ExecutedAction(tool=request.tool, args=request.args, allowed=False, status=ActionStatus.error,
-                                      denied_reason="the agent sent no result for this tool call: "
-                                                    "whether it ran is unknown")
+            # Not denied (nothing refused it) and not a made-up success: no result was reported by the client.
+            executed = ExecutedAction(tool=request.tool, args=request.args, status=ActionStatus.not_reported,
+                                      allowed=True)
             effect = Effect()
         notes = [Feedback(source="gateway", kind="llm_call", content={
             "messages": self.messages, "params": self.params, "response": self.response,

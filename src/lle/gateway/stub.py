@@ -2,7 +2,8 @@
 
 It answers at once and keeps every request it received (`StubUpstream.requests`), so a test can see
 exactly what the gateway sent upstream. With tools offered and no tool result yet in the messages it
-calls the first tool; otherwise it answers `ok`. Streaming sends the same answer in two chunks.
+calls the first tool (a `tool_choice` naming a function: that one, always); otherwise it answers `ok`.
+Streaming sends the same answer in two chunks.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ def answer(body: dict[str, Any]) -> dict[str, Any]:
     tools = body.get("tools") or []
     message: dict[str, Any] = {"role": "assistant", "content": "ok"}
     finish = "stop"
-    if tools and not any(isinstance(m, dict) and m.get("role") == "tool" for m in messages):
-        name = tools[0].get("function", {}).get("name", "tool")
+    forced = body.get("tool_choice")
+    named = (forced.get("function") or {}).get("name") if isinstance(forced, dict) else None
+    if tools and (named or not any(isinstance(m, dict) and m.get("role") == "tool" for m in messages)):
+        name = named or tools[0].get("function", {}).get("name", "tool")
         message = {"role": "assistant", "content": None, "tool_calls": [
             {"id": f"call_{len(messages)}", "type": "function", "function": {"name": name, "arguments": "{}"}}]}
         finish = "tool_calls"

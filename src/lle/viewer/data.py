@@ -99,8 +99,9 @@ def intervention_text(content: dict[str, Any]) -> str:
 
 
 def prompt_of(step: Step) -> str | None:
-    """The exact prompt the model saw at this step, when the policy recorded it (`LLMCall.prompt`, or a
-    `prompt`/`context` feedback); None when it was not stored (scripted steps, older records).
+    """The exact prompt the model saw at this step, when the policy recorded it (`LLMCall.prompt`, a
+    `prompt`/`context` feedback, or the gateway's `llm_call` feedback with the chat messages it sent
+    upstream); None when it was not stored (scripted steps, older records).
 
     A chat API's prompt is stored as its messages (JSON): shown one message after another under its role,
     each content as sent; a rendered chat template is shown as is."""
@@ -114,7 +115,27 @@ def prompt_of(step: Step) -> str | None:
         if fb.kind in ("prompt", "context") and fb.content:
             content = fb.content
             return content if isinstance(content, str) else json.dumps(content, indent=2, ensure_ascii=False)
+        sent = fb.content.get("messages") if fb.kind == "llm_call" and isinstance(fb.content, dict) else None
+        if isinstance(sent, list):  # the gateway keeps the chat messages exactly as sent upstream
+            return chat_text(sent)
     return None
+
+
+def chat_text(messages: list[Any]) -> str:
+    """OpenAI-style chat messages, one after another under their role: text (or content parts), the tool
+    calls an assistant message asked for, the call a tool message answers."""
+    out = []
+    for m in messages:
+        m = m if isinstance(m, dict) else {"role": "?", "content": m}
+        content = m.get("content")
+        parts = [str(p.get("text", "")) for p in content if isinstance(p, dict)] if isinstance(content, list) \
+            else [] if content is None else [str(content)]
+        calls = m.get("tool_calls")
+        asked = [c.get("function") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+        parts += [f"→ {f.get('name')}({f.get('arguments')})" for f in asked if isinstance(f, dict)]
+        answers = f" (answers {m['tool_call_id']})" if m.get("tool_call_id") else ""
+        out.append(f"── {m.get('role')}{answers} ──\n" + "\n".join(parts))
+    return "\n\n".join(out)
 
 
 @dataclass

@@ -112,6 +112,8 @@ step, or a recording made before prompts were kept: the context items shown are 
 {% if s.request.expect %}<dt>expected</dt><dd>{{ s.request.expect }}{% if v.expect_is_placeholder %}
 <span class="bad">(copies the prompt's placeholder: not a prediction)</span>{% endif %}</dd>{% endif %}
 <dt>executed</dt><dd>{% if not s.executed.allowed %}<span class="bad">DENIED</span>: {{ s.executed.denied_reason }}
+{% elif s.executed.status == "not_reported" %}<span class="bad">not reported</span>: no result was reported by the
+client, so whether it ran is unknown
 {% elif v.executed_differs %}<code>{{ s.executed.tool }} {{ s.executed.args | tojson }}</code> ({{ s.executed.status }})
 {% else %}as requested ({{ s.executed.status }}, {{ "%.1f" | format(s.executed.duration_ms) }} ms){% endif %}</dd>
 <dt>effect</dt><dd><pre>{{ s.effect.observation | dash }}</pre>
