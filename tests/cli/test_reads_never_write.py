@@ -110,6 +110,10 @@ def test_a_read_creates_no_store_where_none_was(tmp_path: Path) -> None:
     absent = tmp_path / "absent"
     one_line_error(lle(absent, "experiences", "list"), "no store")
     assert not absent.exists()
+    (empty / "runs" / "run_unfinished").mkdir(parents=True)  # no run (no config): the listings read lle.db
+    for args in (["experiences", "list"], ["memory", "list"], ["skills", "list"]):
+        one_line_error(lle(empty, *args), str(empty / "lle.db"), "no store")
+    assert [p.name for p in empty.rglob("*")] == ["runs", "run_unfinished"]
 
 
 def test_a_read_leaves_the_store_file_as_it_was(workspace: Path) -> None:

@@ -1,5 +1,6 @@
-"""The CLI scoped to runs: `--run RUN|latest` on the listing commands after a real (toy, oracle) run, ids by
-unique prefix, `lle runs show|diff|rm`, `lle report` with no argument, and data printed as it is (an id with
+"""The CLI scoped to runs: `--run RUN|latest|workspace` on the listing commands after a real (toy, oracle) run
+(the latest run by default, said on stderr), short ids (prefixes with or without the kind, tails as the tables
+print them), `lle runs show|diff|rm`, `lle report` with no argument, and data printed as it is (an id with
 `:train:` is not an emoji, `[refunded]` is not markup)."""
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def test_listing_commands_read_the_latest_run(finished: tuple[Path, str]) -> Non
         assert code == 0, (command, err)
     code, out, _ = lle(workspace, "memory", "list", "--run", "latest", "--json")
     assert json.loads(out), "the run's lle store has memories"
-    code, out, _ = lle(workspace, "experiences", "list", "--json")  # without --run: the workspace's own store
+    code, out, _ = lle(workspace, "experiences", "list", "--run", "workspace", "--json")  # the workspace's own
     assert [r["world"] for r in json.loads(out)] == ["sql/shop-v1"]
     code, out, err = lle(workspace, "episodes", "list", "--run", run[:12], "--strategy", "none", "--json")
     # none's store: its 2 held-out episodes and the monitor's watch set of 2
@@ -70,7 +71,7 @@ def test_a_bad_run_or_strategy_is_one_line(finished: tuple[Path, str]) -> None:
     workspace, _ = finished
     for args, needle in ((["--run", "run_nope"], "no run with id 'run_nope'"),
                          (["--run", "latest", "--strategy", "raw"], "use one of lle, none"),
-                         (["--strategy", "lle"], "needs --run")):
+                         (["--run", "workspace", "--strategy", "lle"], "needs --run")):
         result = lle_process(workspace, "experiences", "list", *args)
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and needle in lines[0], result.stderr
@@ -105,10 +106,10 @@ def test_ids_by_unique_prefix(finished: tuple[Path, str]) -> None:
 
 def test_ids_with_colons_and_brackets_print_intact(finished: tuple[Path, str]) -> None:
     workspace, _ = finished
-    code, out, _ = lle(workspace, "experiences", "list")
-    exp_id = json.loads(lle(workspace, "experiences", "list", "--json")[1])[0]["id"]
-    assert code == 0 and exp_id in out  # never cut with an ellipsis
-    code, out, _ = lle(workspace, "experiences", "show", exp_id)
+    code, out, _ = lle(workspace, "experiences", "list", "--run", "workspace")
+    exp_id = json.loads(lle(workspace, "experiences", "list", "--run", "workspace", "--json")[1])[0]["id"]
+    assert code == 0 and exp_id[-6:] in out  # a short id, never cut with an ellipsis
+    code, out, _ = lle(workspace, "experiences", "show", exp_id, "--run", "workspace")
     assert "sql/shop-v1:train:0" in out and "🚋" not in out  # `:train:` is not an emoji code
     assert "[refunded] order 54" in out  # `[refunded]` is not markup
     code, out, _ = lle(workspace, "episodes", "list", "--run", "latest")
@@ -135,3 +136,50 @@ def test_runs_show_diff_report_and_rm(finished: tuple[Path, str], tmp_path: Path
     assert kept.returncode != 0 and loop.run_folder(run, workspace).exists()
     code, out, err = lle(workspace, "runs", "rm", run[:10], "--yes")
     assert code == 0 and not loop.run_folder(run, workspace).exists(), err
+
+
+LISTED = {  # a listing, the show its ids go back to, and where that show's --json has the id
+    "experiences": (["experiences", "list"], ["experiences", "show"], lambda shown: shown["id"]),
+    "episodes": (["episodes", "list"], ["experiences", "show"], lambda shown: shown["id"]),
+    "updates": (["updates", "list"], ["updates", "show"], lambda shown: shown["id"]),
+    "memory": (["memory", "list"], ["memory", "show"], lambda shown: shown["item"]["id"]),
+    "skills": (["skills", "list"], ["skills", "show"], lambda shown: shown["id"]),
+}
+
+
+def test_listings_without_run_read_the_latest_run_and_say_so(finished: tuple[Path, str]) -> None:
+    workspace, run = finished
+    for listing in [*(listing for listing, _, _ in LISTED.values()), ["rules", "list"]]:
+        code, out, err = lle(workspace, *listing, "--json")
+        assert code == 0 and out == lle(workspace, *listing, "--run", "latest", "--json")[1], (listing, err)
+        assert len(err.strip().splitlines()) == 1 and f"run {run}, strategy lle (latest; --run" in err, err
+    code, out, err = lle(workspace, "episodes", "list", "--strategy", "none", "--json")  # the latest run's none
+    assert code == 0 and "strategy none (latest" in err and len(json.loads(out)) == 4, err
+    named = runner.invoke(app, ["--workspace", str(workspace), "experiences", "list"],
+                          env={"LLE_STORE_URL": "mysql://u@h/db"})  # a store named by the user: that one, no run
+    assert named.exit_code != 0 and "mysql" in str(named.exception) and "latest" not in named.stderr
+
+
+def test_every_printed_short_id_resolves_with_its_show(finished: tuple[Path, str]) -> None:
+    workspace, _ = finished
+    for name, (listing, show, shown_id) in LISTED.items():
+        code, out, err = lle(workspace, *listing, "--wide")
+        full = [r["id"] for r in json.loads(lle(workspace, *listing, "--json")[1])]
+        short = [row.split()[0] for row in out.splitlines()[1:]]
+        assert code == 0 and full and len(short) == len(full), (name, err)
+        assert all(6 <= len(s) < len(f) and f.endswith(s) for s, f in zip(short, full, strict=True)), (name, out)
+        for s, f in zip(short, full, strict=True):
+            code, out, err = lle(workspace, *show, s, "--json")
+            assert code == 0 and shown_id(json.loads(out)) == f, (name, s, err)
+
+
+def test_a_prefix_without_the_kind_and_an_ambiguous_short_id(finished: tuple[Path, str]) -> None:
+    workspace, _ = finished
+    ids = [r["id"] for r in json.loads(lle(workspace, "experiences", "list", "--json")[1])]
+    body = unique_prefix(ids[0], ids, start=12).removeprefix("exp_")  # 01M981WS… as well as exp_01M981WS…
+    code, out, err = lle(workspace, "experiences", "show", body, "--json")
+    assert code == 0 and json.loads(out)["id"] == ids[0], err
+    ambiguous = lle_process(workspace, "experiences", "show", ids[0][4:10])  # the time: shared by the batch
+    errors = [row for row in ambiguous.stderr.splitlines() if not row.startswith("store: ")]
+    assert ambiguous.returncode == 2 and len(errors) == 1, ambiguous.stderr
+    assert "ambiguous" in errors[0] and ids[0] in errors[0] and ids[1] in errors[0]

@@ -9,7 +9,7 @@ import typer
 
 from lle.cli.common import (
     MAX_ROWS,
-    RunOption,
+    LatestRunOption,
     StrategyOption,
     WideOption,
     console,
@@ -31,7 +31,7 @@ rules_app = typer.Typer(help="Project rules with their state (candidate, active,
 
 
 def _show(item_id: str, carrier: CarrierKind, as_json: bool, run: str | None, strategy: str | None) -> None:
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         item_id = lookup.item_id(db, item_id, carrier.value)
         item = next((i for i in db.carrier_items(carrier.value) if i.id == item_id), None)
         if item is None:
@@ -52,16 +52,18 @@ def _show(item_id: str, carrier: CarrierKind, as_json: bool, run: str | None, st
         console.print(f"  {u.at.isoformat()[:19]} {u.op:<9} by {u.actor}: {reasons}", highlight=False)
 
 
-def _rows(items: list[CarrierItem], as_json: bool, states: dict[str, str] | None = None, wide: bool = False) -> None:
+def _rows(items: list[CarrierItem], among: list[str], as_json: bool, states: dict[str, str] | None = None,
+          wide: bool = False) -> None:
     if as_json:
         print_json([{**i.model_dump(mode="json"), **({"state": states[i.id]} if states else {})} for i in items])
         return
     out = table("id", "scope", "state" if states else "from", "content", wide=wide)
+    short = lookup.short_ids([i.id for i in items], among)
     for i in items:
         text = summary(i.content)
-        # `from`: how many experiences (their ids with `show`, whole); the content is a summary, the id is whole.
+        # `from`: how many experiences (their ids with `show`); the content is a summary; the id is short.
         origin = f"{len(i.experience_ids)} exp"
-        out.add_row(i.id, f"{i.scope.level} {i.scope.project or ''}", states[i.id] if states else origin,
+        out.add_row(short[i.id], f"{i.scope.level} {i.scope.project or ''}", states[i.id] if states else origin,
                     text if wide or len(text) <= 90 else text[:90] + "…")
     print_table(out, wide)
 
@@ -77,15 +79,16 @@ def summary(content: object) -> str:
 
 @memory_app.command("list")
 def memory_list(limit: int = typer.Option(50, min=1, max=MAX_ROWS), as_json: bool = typer.Option(False, "--json"),
-                run: RunOption = None, strategy: StrategyOption = None, wide: WideOption = False) -> None:
+                run: LatestRunOption = None, strategy: StrategyOption = None, wide: WideOption = False) -> None:
     """Active memories, oldest first."""
-    with open_store(run, strategy) as db:
-        _rows(active_items(db, CarrierKind.memory.value)[:limit], as_json, wide=wide)
+    with open_store(run, strategy, latest=True) as db:
+        among = lookup.item_ids(db, CarrierKind.memory.value)
+        _rows(active_items(db, CarrierKind.memory.value)[:limit], among, as_json, wide=wide)
 
 
 @memory_app.command("show")
-def memory_show(item_id: str = typer.Argument(..., help="A memory id or a unique prefix of one."),
-                as_json: bool = typer.Option(False, "--json"), run: RunOption = None,
+def memory_show(item_id: str = typer.Argument(..., help="A memory id or a short one (as listed)."),
+                as_json: bool = typer.Option(False, "--json"), run: LatestRunOption = None,
                 strategy: StrategyOption = None) -> None:
     """One memory with its lineage and every decision about it."""
     _show(item_id, CarrierKind.memory, as_json, run, strategy)
@@ -99,14 +102,14 @@ def memory_search(
     k: int = typer.Option(5, "-k", min=1, max=MAX_ROWS),
     mode: str = typer.Option("hybrid", help="hybrid, bm25 or dense."),
     as_json: bool = typer.Option(False, "--json"),
-    run: RunOption = None,
+    run: LatestRunOption = None,
     strategy: StrategyOption = None,
 ) -> None:
     """Hybrid retrieval (BM25 + embeddings, fused, re-ranked by learned utility), scoped like a task."""
     from lle.carriers.memory import MemoryCarrier
 
     level = ScopeLevel.project if project else ScopeLevel.family if family else ScopeLevel.global_
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         hits = MemoryCarrier(db).search(query, Scope(level=level, family=family, project=project), k,
                                         mode=mode)  # type: ignore[arg-type]
     if as_json:
@@ -120,19 +123,20 @@ def memory_search(
 @rules_app.command("list")
 def rules_list(as_json: bool = typer.Option(False, "--json"),
                all_states: bool = typer.Option(False, "--all", help="Also candidates and ended rules."),
-               run: RunOption = None, strategy: StrategyOption = None, wide: WideOption = False) -> None:
+               run: LatestRunOption = None, strategy: StrategyOption = None, wide: WideOption = False) -> None:
     """Project rules (active ones unless --all)."""
     from lle.carriers.rules import RuleBook
 
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         items = RuleBook(db).items()
+        among = lookup.item_ids(db, CarrierKind.rules.value)
     chosen = [(i, s) for i, s in items.values() if all_states or s == "active"]
-    _rows([i for i, _ in chosen], as_json, {i.id: s for i, s in chosen}, wide=wide)
+    _rows([i for i, _ in chosen], among, as_json, {i.id: s for i, s in chosen}, wide=wide)
 
 
 @rules_app.command("show")
-def rules_show(item_id: str = typer.Argument(..., help="A rule id or a unique prefix of one."),
-               as_json: bool = typer.Option(False, "--json"), run: RunOption = None,
+def rules_show(item_id: str = typer.Argument(..., help="A rule id or a short one (as listed)."),
+               as_json: bool = typer.Option(False, "--json"), run: LatestRunOption = None,
                strategy: StrategyOption = None) -> None:
     """One rule with its supporting and contradicting experiences."""
     _show(item_id, CarrierKind.rules, as_json, run, strategy)

@@ -1,9 +1,10 @@
 """What every CLI module shares: the workspace option's value, JSON output, the store (the workspace's
-or a run's), ids by prefix, and consoles that print data as it is."""
+or a run's: the latest one, for the listings), short ids, and consoles that print data as it is."""
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -27,8 +28,12 @@ console = Console(soft_wrap=True, markup=False, emoji=False, highlight=False)
 err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
 
 RunOption = Annotated[str | None, typer.Option(
-    "--run", metavar="RUN|latest", help="Read this flywheel run's store (an id, a unique prefix, or latest) "
-                                        "instead of the workspace's own.")]
+    "--run", metavar="RUN|latest", help="Read this flywheel run's store (an id, a short one, or latest) instead of "
+                                        "the workspace's own.")]
+LatestRunOption = Annotated[str | None, typer.Option(
+    "--run", metavar="RUN|latest|workspace", help="Read this flywheel run's store (an id, a short one, or latest) "
+                                                  "or the workspace's own (workspace); default: the latest run, "
+                                                  "else the workspace's store.")]
 StrategyOption = Annotated[str | None, typer.Option(
     "--strategy", help="With --run: which strategy's store (lle, raw, none); default lle if it ran, else the first.")]
 SlotsOption = Annotated[str, typer.Option(
@@ -44,20 +49,27 @@ class Settings:
 
 
 settings = Settings()
+WORKSPACE = "workspace"
+"""`--run workspace`: the workspace's own store, where the listings would read the latest run."""
 
 
-def open_store(run: str | None = None, strategy: str | None = None, *, write: bool = False) -> Store:
-    """The workspace's store, or with `run` that run's store of `strategy` (named on stderr, so that
-    stdout stays the data). For reading only unless `write`: a reading command never creates, migrates
-    nor writes a store, and a missing or damaged one is one line."""
-    if run is None:
+def open_store(run: str | None = None, strategy: str | None = None, *, write: bool = False,
+               latest: bool = False) -> Store:
+    """The workspace's store (`run` None or `workspace`), or `run`'s store of `strategy`, named on stderr so that
+    stdout stays the data. With `latest` (the listings) no `run` is the latest run when the workspace has runs
+    (and LLE_STORE_URL does not name its store). For reading only unless `write`: a reading command never
+    creates, migrates nor writes a store, and a missing or damaged one is one line."""
+    by_default = latest and not os.environ.get(workspace.STORE_URL_VAR) and lookup.run_ids(settings.workspace)
+    chosen = lookup.LATEST if run is None and by_default else run
+    if chosen is None or chosen == WORKSPACE:
         if strategy is not None:
             raise InvalidInputError(f"--strategy {strategy!r} needs --run RUN (a run has one store per strategy); "
                                     "add --run latest")
         return workspace.open_store(settings.workspace, read_only=not write)
-    found = lookup.run_store(run, strategy, settings.workspace)
+    found = lookup.run_store(chosen, strategy, settings.workspace)
     opened = found.open(write=write)  # first: a store that cannot be opened is one line, this one not printed
-    err_console.print(f"store: {found.describe()}", soft_wrap=True)
+    note = " (latest; --run RUN|workspace to choose)" if run is None else ""
+    err_console.print(f"store: {found.describe(note)}", soft_wrap=True)
     return opened
 
 

@@ -9,7 +9,7 @@ import typer
 
 from lle.cli.common import (
     MAX_ROWS,
-    RunOption,
+    LatestRunOption,
     SlotsOption,
     StrategyOption,
     WideOption,
@@ -17,6 +17,7 @@ from lle.cli.common import (
     open_store,
     print_json,
     print_table,
+    settings,
     slots_of,
     table,
 )
@@ -28,7 +29,9 @@ from lle.evidence import assess_experience
 from lle.policies import load_policy
 from lle.runtime.harness import run_episode, stop_of
 from lle.runtime.resume import resume as resume_episode
+from lle.store import experiences as stored_experiences
 from lle.store.episodes import list_episodes
+from lle.viewer import lookup
 from lle.worlds.base import open_family
 
 LEVERS: dict[str, dict[str, object]] = {
@@ -64,9 +67,10 @@ def _summary(exp: Experience) -> None:
     ended = f"{stop.reason}: {stop.detail}" if stop else "no stop recorded"
     # The id alone on stdout (scriptable); the rest on stderr.
     print(exp.id)
+    where = " --run workspace" if lookup.run_ids(settings.workspace) else ""  # else the listings read the latest run
     err_console.print(f"{len(exp.steps)} steps, ended by {ended}; outcome {exp.outcome.value} "
                       f"({exp.verification.value}). "
-                      f"See `lle experiences show {exp.id}`.", highlight=False, soft_wrap=True)
+                      f"See `lle experiences show {exp.id}{where}`.", highlight=False, soft_wrap=True)
 
 
 @app.command("run")
@@ -162,14 +166,15 @@ def run_batched(small_worlds: list[SmallWorld], spec: str, *, slots: int, lean: 
 
 @app.command("resume")
 def resume(
-    episode_id: str = typer.Argument(..., help="Episode id (exp_…), from `lle episodes list --unfinished`."),
+    episode_id: str = typer.Argument(..., help="Episode id (exp_…, or a short one), from `lle episodes list "
+                                               "--unfinished --run workspace`."),
     policy: str | None = typer.Option(None, "--policy", help="Policy spec, when the episode did not record one."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Continue a killed episode from its last committed step (a finished one is just shown)."""
     with open_store(write=True) as db:
         actor = load_policy(policy) if policy else None
-        exp = resume_episode(db, episode_id, policy=actor, assess=assess_experience,
+        exp = resume_episode(db, lookup.episode_id(db, episode_id), policy=actor, assess=assess_experience,
                              context_builder=for_policy(actor) if actor else None)
     if as_json:
         print_json(exp.model_dump(mode="json"))
@@ -183,13 +188,16 @@ def list_(
     limit: int = typer.Option(50, min=1, max=MAX_ROWS),
     offset: int = typer.Option(0, min=0, max=MAX_ROWS),
     as_json: bool = typer.Option(False, "--json"),
-    run: RunOption = None,
+    run: LatestRunOption = None,
     strategy: StrategyOption = None,
     wide: WideOption = False,
 ) -> None:
     """List episodes in start order, with their committed steps and whether they finished."""
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         rows = list_episodes(db, unfinished=unfinished, limit=limit, offset=offset)
+        # found again by `experiences show` once finished, by `episodes resume` before
+        among = [*stored_experiences.all_ids(db), *stored_experiences.all_ids(db, "episodes")]
+        short = lookup.short_ids([r.id for r, _, _ in rows], among)
     if as_json:
         print_json([{"id": r.id, "small_world": r.small_world.id, "policy": r.policy.model, "steps": n,
                      "finished": done, "started_at": r.started_at.isoformat()} for r, n, done in rows])
@@ -197,6 +205,6 @@ def list_(
     out = table("id", "small world", "policy", "steps", "finished", *(["started"] if wide else []), wide=wide,
                 ids=("id", "small world"), flex=("policy",))
     for r, n, done in rows:
-        out.add_row(r.id, r.small_world.id, r.policy.model, str(n), "yes" if done else "no",
+        out.add_row(short[r.id], r.small_world.id, r.policy.model, str(n), "yes" if done else "no",
                     *([r.started_at.isoformat()[:19]] if wide else []))
     print_table(out, wide)

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from lle.cli.common import (
     MAX_ROWS,
-    RunOption,
+    LatestRunOption,
     StrategyOption,
     WideOption,
     console,
@@ -27,6 +27,7 @@ from lle.cli.common import (
 from lle.core import Experience
 from lle.errors import InvalidInputError
 from lle.governance.lineage import refuse_revoked
+from lle.store import experiences as stored_experiences
 from lle.viewer import lookup
 from lle.viewer.data import intervention_text
 
@@ -41,13 +42,14 @@ def list_(
     split: str | None = typer.Option(None, help="train, dev or test."),
     outcome: str | None = typer.Option(None, help="pass, fail or unknown."),
     as_json: bool = typer.Option(False, "--json"),
-    run: RunOption = None,
+    run: LatestRunOption = None,
     strategy: StrategyOption = None,
     wide: WideOption = False,
 ) -> None:
     """List experiences, oldest first."""
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         rows = db.list_experiences(limit=limit, offset=offset, world=world, split=split, outcome=outcome)
+        short = lookup.short_ids([r.id for r in rows], stored_experiences.all_ids(db))
     if as_json:
         print_json([dataclasses.asdict(r) for r in rows])
         return
@@ -56,16 +58,17 @@ def list_(
                 ids=("id", "world"), flex=("verification",))
     for r in rows:
         outcome_text = f"{r.outcome} (revoked)" if r.revoked else r.outcome
-        out.add_row(r.id, r.world, r.split, outcome_text, r.verification, str(r.n_steps),
+        out.add_row(short[r.id], r.world, r.split, outcome_text, r.verification, str(r.n_steps),
                     *([r.created_at[:19]] if wide else []))
     print_table(out, wide)
 
 
 @app.command("show")
-def show(experience_id: str = typer.Argument(..., help="An experience id or a unique prefix of one."),
-         as_json: bool = typer.Option(False, "--json"), run: RunOption = None, strategy: StrategyOption = None) -> None:
+def show(experience_id: str = typer.Argument(..., help="An experience id or a short one (as listed)."),
+         as_json: bool = typer.Option(False, "--json"), run: LatestRunOption = None,
+         strategy: StrategyOption = None) -> None:
     """Show one experience: each step as requested -> executed -> effect."""
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         experience_id = lookup.experience_id(db, experience_id)
         exp = db.get_experience(experience_id)
         stored = {e.id for e in exp.evidence}
@@ -89,6 +92,9 @@ def show(experience_id: str = typer.Argument(..., help="An experience id or a un
             console.print(f"  expected   {req.expect}", highlight=False)
         if not ex.allowed:
             console.print(line("  executed   ", styled("DENIED", "red"), f": {ex.denied_reason}"))
+        elif ex.status == "not_reported":
+            console.print(line("  executed   ", styled("NOT REPORTED", "yellow"),
+                               ": no result was reported by the client, so whether it ran is unknown"))
         elif (ex.tool, ex.args) != (req.tool, req.args):
             console.print(f"  executed   {ex.tool} {json.dumps(ex.args)} ({ex.status})", highlight=False)
         else:
@@ -179,11 +185,11 @@ def import_(path: Path = typer.Argument(..., help="JSON (one object or a list) o
 
 
 @app.command("export")
-def export(world: str | None = typer.Option(None), split: str | None = typer.Option(None), run: RunOption = None,
+def export(world: str | None = typer.Option(None), split: str | None = typer.Option(None), run: LatestRunOption = None,
            strategy: StrategyOption = None) -> None:
     """Write experiences as JSONL to stdout; revoked ones are left out (counted on stderr)."""
     revoked = []
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         offset = 0
         while rows := db.list_experiences(limit=500, offset=offset, world=world, split=split):
             for row in rows:

@@ -12,7 +12,16 @@ import typer
 
 from lle.carriers.skill_mining import render_call
 from lle.carriers.skills import Skill, SkillLibrary, SkillState
-from lle.cli.common import RunOption, StrategyOption, WideOption, console, open_store, print_json, print_table, table
+from lle.cli.common import (
+    LatestRunOption,
+    StrategyOption,
+    WideOption,
+    console,
+    open_store,
+    print_json,
+    print_table,
+    table,
+)
 from lle.errors import InvalidInputError
 from lle.store import Store
 from lle.viewer import lookup
@@ -31,8 +40,10 @@ def _row(skill: Skill) -> dict[str, Any]:
 
 
 def skill_ref(db: Store, ref: str) -> str:
-    """A skill name as it is; an `itm_` prefix completed to the one skill id it starts."""
-    return lookup.item_id(db, ref, "skills") if ref.startswith("itm_") else ref
+    """A skill name as it is; else a skill id, short ones (as listed) completed to the one skill id they name."""
+    if ref.removeprefix("skill_") in {s.name for s in SkillLibrary(db).skills()}:
+        return ref
+    return lookup.item_id(db, ref, "skills")
 
 
 @app.command("list")
@@ -40,33 +51,34 @@ def list_(
     state: SkillState | None = typer.Option(None, help="Only skills in this state."),
     family: str | None = typer.Option(None, help="Only this task family."),
     as_json: bool = typer.Option(False, "--json"),
-    run: RunOption = None,
+    run: LatestRunOption = None,
     strategy: StrategyOption = None,
     wide: WideOption = False,
 ) -> None:
     """List skills, oldest first, with their state."""
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         skills = [s for s in SkillLibrary(db).skills(family) if state is None or s.state is state]
+        short = lookup.short_ids([s.item_id for s in skills], lookup.item_ids(db, "skills"))
     if as_json:
         print_json([_row(s) for s in skills])
         return
     out = table("id", "name", "v", "state", "support", "macro", wide=wide)
     for s in skills:
         row = _row(s)
-        out.add_row(s.item_id, s.name, str(s.descriptor.version), s.state.value,
+        out.add_row(short[s.item_id], s.name, str(s.descriptor.version), s.state.value,
                     f"{row['support']} in {len(row['projects'])}", row["macro"])
     print_table(out, wide)
 
 
 @app.command("show")
 def show(
-    ref: str = typer.Argument(..., help="A skill id (itm_…, a unique prefix is enough) or name (its latest version)."),
+    ref: str = typer.Argument(..., help="A skill id (itm_…, or a short one as listed) or name (its latest version)."),
     as_json: bool = typer.Option(False, "--json"),
-    run: RunOption = None,
+    run: LatestRunOption = None,
     strategy: StrategyOption = None,
 ) -> None:
     """Show one skill: its descriptor, state and lifecycle (every update, with gate reasons)."""
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         library = SkillLibrary(db)
         skill = library.get(skill_ref(db, ref))
         history = db.list_updates(limit=1_000_000, carrier="skills")

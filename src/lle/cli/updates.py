@@ -1,4 +1,4 @@
-"""`lle updates list` and `lle revoke`."""
+"""`lle updates list|show` and `lle revoke`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 from lle import registry
 from lle.cli.common import (
     MAX_ROWS,
-    RunOption,
+    LatestRunOption,
     StrategyOption,
     WideOption,
     console,
@@ -35,23 +35,42 @@ def list_(
     limit: int = typer.Option(50, min=1, max=MAX_ROWS),
     offset: int = typer.Option(0, min=0, max=MAX_ROWS),
     as_json: bool = typer.Option(False, "--json"),
-    run: RunOption = None,
+    run: LatestRunOption = None,
     strategy: StrategyOption = None,
     wide: WideOption = False,
 ) -> None:
     """List updates, oldest first."""
-    with open_store(run, strategy) as db:
+    with open_store(run, strategy, latest=True) as db:
         updates = db.list_updates(limit=limit, offset=offset, carrier=carrier, op="reject" if rejected else None)
+        short = lookup.short_ids([u.id for u in updates], stored_experiences.all_ids(db, "updates"))
+        items = lookup.short_ids([u.item_id for u in updates if u.item_id], lookup.item_ids(db))
     if as_json:
         print_json([u.model_dump(mode="json") for u in updates])
         return
-    # The actor and time are in --json and --wide; 80 columns keep the two ids whole and the gate's words.
+    # The actor and time are in --json and --wide; 80 columns keep the two (short) ids and the gate's words.
     extra = ["actor", "at"] if wide else []
     out = table("id", "carrier", "op", "item", "gate", *extra, wide=wide, ids=("id", "item"), flex=("gate",))
     for u in updates:
         gate = f"{u.gate.name}: {'pass' if u.gate.passed else '; '.join(u.gate.reasons)}" if u.gate else ""
-        out.add_row(u.id, u.carrier, u.op, u.item_id or "", gate, *([u.actor, u.at.isoformat()[:19]] if wide else []))
+        out.add_row(short[u.id], u.carrier, u.op, items.get(u.item_id or "", ""), gate,
+                    *([u.actor, u.at.isoformat()[:19]] if wide else []))
     print_table(out, wide)
+
+
+@app.command("show")
+def show(update_id: str = typer.Argument(..., help="An update id or a short one (as listed)."),
+         as_json: bool = typer.Option(False, "--json"), run: LatestRunOption = None,
+         strategy: StrategyOption = None) -> None:
+    """One update: its item, gate and reasons, the experiences it came from, who and when."""
+    with open_store(run, strategy, latest=True) as db:
+        update_id = lookup.update_id(db, update_id)
+        u = next(u for u in db.list_updates(limit=lookup.BIG) if u.id == update_id)
+    if as_json:
+        print_json(u.model_dump(mode="json"))
+        return
+    gate = f"{u.gate.name}: {'pass' if u.gate.passed else '; '.join(u.gate.reasons)}" if u.gate else "-"
+    console.print(f"{u.id}  {u.carrier} {u.op} {u.item_id or '-'}  by {u.actor} at {u.at.isoformat()[:19]}\n"
+                  f"gate       {gate}\nfrom experiences {', '.join(u.experience_ids) or '-'}", highlight=False)
 
 
 def _known_source(db: Store, target: str) -> None:

@@ -17,9 +17,11 @@ def _body_field(store: Store, *keys: str) -> str:
     return f"json_extract(body, '$.{'.'.join(keys)}')"
 
 
-def all_ids(store: Store) -> list[str]:
-    """Every stored experience id, in id order."""
-    return _ids(store, "SELECT id FROM experiences ORDER BY id")
+def all_ids(store: Store, table: str = "experiences") -> list[str]:
+    """Every stored experience id (or episode or update id, by `table`), in id order; bodies are not read."""
+    if table not in ("experiences", "episodes", "updates"):
+        raise ValueError(f"no ids of {table!r} here")
+    return _ids(store, f"SELECT id FROM {table} ORDER BY id")
 
 
 def created_between(store: Store, start: str, end: str) -> list[str]:

@@ -1,13 +1,17 @@
-"""Finding what a person names: runs (`latest`, an id or a unique prefix), a run's store per strategy,
-and any record id by unique prefix. Shared by `lle view` and the CLI (which imports it; this module
-imports nothing of the CLI, so the two stay one-way).
+"""Finding what a person names: runs (`latest`, an id or a short one), a run's store per strategy, and any
+record id by a short id. Shared by `lle view` and the CLI (which imports it; this module imports nothing
+of the CLI, so the two stay one-way).
 
+A short id is a unique prefix (with or without the kind, `exp_`) or a unique tail of at least TAIL
+characters. Ids are ULIDs: those minted in one batch share their time and, within a millisecond, all but
+the last characters of their random part, so tables print tails (`short_ids`), as git prints heads.
 Every miss is one line that names the input and lists a few candidates, so a cut id from a table or
 a mistyped prefix is fixed without reading code.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,26 +27,49 @@ SHOWN = 5
 BASELINE_DB = "baseline"
 """The store of the `none` strategy (round 0, shared by every strategy) is named after what it is."""
 BIG = 1_000_000_000
+TAIL = 6
+"""The shortest tail looked up (and printed): 30 random bits, unique among ids minted together."""
 
 
 def _few(ids: list[str]) -> str:
     return ", ".join(ids[:SHOWN]) + (f" and {len(ids) - SHOWN} more" if len(ids) > SHOWN else "")
 
 
+def matching(ref: str, ids: Iterable[str]) -> list[str]:
+    """The ids that `ref` starts, with or without their kind (`exp_`), or ends in TAIL characters or more."""
+    return [i for i in ids if ref and (i.startswith(ref) or i.partition("_")[2].startswith(ref)
+                                       or (len(ref) >= TAIL and i.endswith(ref)))]
+
+
 def by_prefix(kind: str, ref: str, candidates: Iterable[str], fix: str) -> str:
-    """The one candidate equal to `ref`, else the one that starts with it; else a one-line error."""
+    """The one candidate equal to `ref`, else the one `ref` is a short id of (`matching`); else one line."""
     ids = list(dict.fromkeys(candidates))
     if ref in ids:
         return ref
-    matches = [i for i in ids if i.startswith(ref)] if ref else []
+    matches = matching(ref, ids)
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise InvalidInputError(f"{kind} {ref!r} is ambiguous: it starts {len(matches)} ids ({_few(matches)}); "
+        raise InvalidInputError(f"{kind} {ref!r} is ambiguous: it matches {len(matches)} ids ({_few(matches)}); "
                                 "give more characters")
     near = [i for i in ids if ref and ref[: max(4, len(ref) // 2)] in i] or ids[-SHOWN:]
     suffix = f" (e.g. {_few(near)})" if near else ""
     raise UnknownIdError(kind, ref, f"{fix}{suffix}")
+
+
+def short_ids(shown: Iterable[str], ids: Iterable[str]) -> dict[str, str]:
+    """Each shown id by its shortest tail (TAIL characters or more) that `by_prefix` finds among `ids` (and
+    the shown ones) as that id alone; an id no tail tells apart stays whole."""
+    todo = list(dict.fromkeys(shown))
+    pool = list(dict.fromkeys([*ids, *todo]))
+    out: dict[str, str] = {}
+    for n in range(TAIL, max(map(len, todo), default=0)):
+        # what a tail of n characters can match: an id's tail, its head, its head past the kind
+        hits = Counter(key for i in pool for key in {i[-n:], i[:n], i.partition("_")[2][:n]})
+        out |= {i: i[-n:] for i in todo if i not in out and hits[i[-n:]] == 1}
+        if len(out) == len(todo):
+            break
+    return {i: out.get(i, i) for i in todo}
 
 
 # --- runs -------------------------------------------------------------------------------------------------
@@ -54,15 +81,13 @@ def run_ids(workspace: str | Path | None = None) -> list[str]:
 
 
 def resolve_run(ref: str, workspace: str | Path | None = None) -> str:
-    """`latest`, a run id, or a unique prefix of one (with or without `run_`)."""
+    """`latest`, a run id, or a short one (a unique prefix, with or without `run_`, or tail)."""
     ids = run_ids(workspace)
     if not ids:
         raise UnknownIdError("run", ref, f"there are no runs in {loop.runs_dir(workspace)}; start one with "
                                          "`lle run --quick` (or pass --workspace)")
     if ref == LATEST:
         return ids[-1]
-    if not ref.startswith("run_") and not any(i.startswith(ref) for i in ids):
-        ref = "run_" + ref
     return by_prefix("run", ref, ids, "list runs with `lle runs list`")
 
 
@@ -79,9 +104,9 @@ class RunStore:
         """For reading only unless `write` (nothing created, migrated nor written)."""
         return Store(self.path, read_only=not write)
 
-    def describe(self) -> str:
+    def describe(self, note: str = "") -> str:
         rest = f"; other strategies: {', '.join(self.others)} (--strategy)" if self.others else ""
-        return f"run {self.run}, strategy {self.strategy}: {self.path}{rest}"
+        return f"run {self.run}, strategy {self.strategy}{note}: {self.path}{rest}"
 
 
 def strategies_of(run: str, workspace: str | Path | None = None) -> list[str]:
@@ -127,10 +152,20 @@ def experience_id(db: Store, ref: str) -> str:
     return by_prefix("experience", ref, stored_experiences.all_ids(db), "list them with `lle experiences list`")
 
 
+def item_ids(db: Store, carrier: str | None = None) -> list[str]:
+    return [i for _, i, _ in db.item_rows(carrier)]
+
+
+def episode_id(db: Store, ref: str) -> str:
+    """An episode (finished or not) by a short id."""
+    return by_prefix("episode", ref, stored_experiences.all_ids(db, "episodes"),
+                     "list them with `lle episodes list --run workspace`")
+
+
 def item_id(db: Store, ref: str, carrier: str | None = None) -> str:
     if carrier is None and db.kind_of(ref) == "carrier_items":
         return ref
-    ids = [i.id for i in db.carrier_items(carrier)]
+    ids = item_ids(db, carrier)
     what = f"{carrier} item" if carrier else "carrier item"
     return by_prefix(what, ref, ids, f"list them with `lle {carrier or 'memory'} list`")
 
@@ -138,7 +173,7 @@ def item_id(db: Store, ref: str, carrier: str | None = None) -> str:
 def update_id(db: Store, ref: str) -> str:
     if db.kind_of(ref) == "updates":
         return ref
-    return by_prefix("update", ref, [u.id for u in db.list_updates(limit=BIG)], "list them with `lle updates list`")
+    return by_prefix("update", ref, stored_experiences.all_ids(db, "updates"), "list them with `lle updates list`")
 
 
 def evidence_id(db: Store, ref: str) -> str:
@@ -149,12 +184,13 @@ def evidence_id(db: Store, ref: str) -> str:
 
 
 def record_id(db: Store, ref: str) -> str:
-    """Any record id (exp_, itm_, upd_, evd_) by unique prefix; a source selector (world:…) as it is."""
+    """Any record id (exp_, itm_, upd_, evd_) by a short id (evidence with its kind); a source (world:…) as it is."""
     if ":" in ref or db.kind_of(ref) is not None:
         return ref
     finders = {"exp_": experience_id, "itm_": item_id, "upd_": update_id, "evd_": evidence_id}
     for head, finder in finders.items():
         if ref.startswith(head):
             return finder(db, ref)
-    raise UnknownIdError("record", ref, "give an id starting exp_, itm_, upd_ or evd_ (a prefix is enough), or a "
-                                        "source such as world:ID, model:NAME, time:START..END")
+    ids = [*stored_experiences.all_ids(db), *item_ids(db), *stored_experiences.all_ids(db, "updates")]
+    return by_prefix("record", ref, ids, "give an id (exp_, itm_, upd_ or evd_; a short one as the tables print it "
+                                         "is enough), or a source such as world:ID, model:NAME, time:START..END")
