@@ -110,6 +110,7 @@ def kill_table(folder: Path, kills: int) -> dict[str, Any]:
         for seed in range(6):
             sw = family.small_world(Split.train, seed)
             run_episode(sw, ScriptedPolicy(oracle_actions(sw)), store=db, assess=assess_experience)
+    previous = os.environ.get("LLE_EMBEDDING_MODEL")
     os.environ["LLE_EMBEDDING_MODEL"] = str(folder / "no-model.onnx")  # BM25 only: children start in milliseconds
     ContaminationIndex.from_registry()  # built once, inherited by every forked child
     config = RunConfig.model_validate({"suite": "toy", "model": "oracle", "strategies": ["lle"], "rounds": 1,
@@ -144,6 +145,9 @@ def kill_table(folder: Path, kills: int) -> dict[str, Any]:
         survived += in_chain if equal else 0
         extra_items += sum((found_items - items).values())
         extra_updates += sum((found_updates - updates).values())
+    os.environ.pop("LLE_EMBEDDING_MODEL")  # the edges after this use the model the caller chose
+    if previous is not None:
+        os.environ["LLE_EMBEDDING_MODEL"] = previous
     return {"kills": done, "chains": chains, "survived": survived, "duplicate_items": extra_items,
             "duplicate_updates": extra_updates, "unkilled_routing_s": round(full, 2),
             "what": "SIGKILLs while routing 6 toy episodes, each chain then resumed; compared with one unkilled "
