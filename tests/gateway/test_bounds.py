@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from gateway.conftest import config
 from gateway.gw_helpers import AUTH, TOKEN, stalled_answer
 from gateway.test_bad_input import CHAT, error_of, nothing_recorded
 from lle.gateway.app import create_app
+from lle.gateway.bounds import HeadersInTime
 from lle.gateway.stub import StubUpstream, free_port, serve_in_thread
 from lle.gateway.upstream import HttpUpstream
 
@@ -92,3 +94,29 @@ def test_a_body_that_does_not_arrive_is_408_within_the_read_timeout(
         server.should_exit = True
         log.removeHandler(caplog.handler)
     assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+
+
+def test_headers_that_do_not_arrive_close_the_connection_at_the_timeout(tmp_path: Path, stub: StubUpstream) -> None:
+    app = create_app(config(tmp_path / "ws", upstream=stub.base_url, model="stub"), HttpUpstream(stub.base_url, "stub"))
+    port = free_port()
+    server = serve_in_thread(app, port, http=HeadersInTime, timeout_keep_alive=1)
+    try:
+        # Nothing at all, then half a request line: no app runs, and the connection ends at the timeout.
+        for head in (b"", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthoriz"):
+            answer, took = stalled_answer(port, head, within_s=6.0)
+            assert answer == b"" and 0.9 < took < 3.0, (answer, took)
+        with socket.create_connection(("127.0.0.1", port), timeout=6.0) as sock:  # a header line every 0.2 s
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
+            started, closed = time.monotonic(), False
+            while not closed and time.monotonic() - started < 6.0:
+                time.sleep(0.2)
+                try:
+                    sock.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    closed = True
+            assert closed and 0.9 < time.monotonic() - started < 3.5
+        good = httpx2.post(f"http://127.0.0.1:{port}/v1/chat/completions", headers=AUTH, timeout=10,
+                           json={"messages": [{"role": "user", "content": "hi"}]})
+        assert good.status_code == 200, good.text  # a request whose headers came in time is served
+    finally:
+        server.should_exit = True

@@ -59,6 +59,7 @@ def serve(
     import uvicorn
 
     from lle.gateway.app import create_app
+    from lle.gateway.bounds import HEADERS_TIMEOUT_S, HeadersInTime
     from lle.gateway.upstream import make_upstream
 
     # The store's thread (serving, ends) and llama.cpp's (its sampling loop is Python) share the GIL with
@@ -69,7 +70,8 @@ def serve(
     names = ", ".join([model, *getattr(backend, "adapters", {})]) if upstream == "embedded" else upstream
     console.print(f"lle serve: http://{host}:{port}/v1 → {names}; "
                   f"episodes at /episodes/ID/v1; store {config.workspace}", highlight=False)
-    uvicorn.run(create_app(config, backend), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(config, backend), host=host, port=port, log_level="warning", http=HeadersInTime,
+                timeout_keep_alive=HEADERS_TIMEOUT_S)
 
 
 def _adapters(refs: list[str], model: str) -> dict[str, Path]:

@@ -5,19 +5,41 @@ then stalls, or trickles a byte now and then, would hold its request open for ev
 ASGI `receive`: the whole body must arrive within `timeout_s` of the headers (else 408, and the connection is
 closed) and hold at most `max_bytes` (else 413: a larger Content-Length is refused before any byte is read).
 Both are raised as HTTPException inside the app's own read, so each app answers in its own error shape. A
-client gone before its body ends is a 400 nobody reads (no traceback in the server's log). Only Python's
-standard library and Starlette: the viewer imports it beside the gateway.
+client gone before its body ends is a 400 nobody reads (no traceback in the server's log). Headers come
+before any app runs: `HeadersInTime`, the HTTP protocol both servers run uvicorn with, closes a connection
+whose request headers have not all arrived within `HEADERS_TIMEOUT_S` of it opening (or of the last answer).
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import h11
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 BODY_TIMEOUT_S = 30.0
+HEADERS_TIMEOUT_S = 10
+"""Run as uvicorn's `timeout_keep_alive` with `HeadersInTime`: idle kept-alive connections and late headers."""
+
+
+class HeadersInTime(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, whose keep-alive timer also runs from the connection's start and is not
+    reset by header bytes: a client that sends nothing, or trickles its headers, is closed at the timeout."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    def data_received(self, data: bytes) -> None:
+        pending, self.timeout_keep_alive_task = self.timeout_keep_alive_task, None  # the base would cancel it
+        super().data_received(data)
+        if pending is not None and self.conn.their_state is h11.IDLE and self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = pending  # a request is not under way yet: its deadline holds
+        elif pending is not None:
+            pending.cancel()
 
 
 class BoundedBody:

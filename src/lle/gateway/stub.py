@@ -97,10 +97,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve_in_thread(app: Any, port: int, *, timeout_s: float = 20.0) -> uvicorn.Server:
-    """Run an ASGI app with uvicorn on 127.0.0.1:`port` in a daemon thread; returns once it listens."""
+def serve_in_thread(app: Any, port: int, *, timeout_s: float = 20.0, **options: Any) -> uvicorn.Server:
+    """Run an ASGI app with uvicorn (and `options` for its Config) on 127.0.0.1:`port` in a daemon thread;
+    returns once it listens."""
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                                           lifespan="on"))
+                                           lifespan="on", **options))
     thread = threading.Thread(target=server.run, daemon=True, name=f"uvicorn-{port}")
     thread.start()
     deadline = time.monotonic() + timeout_s

@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse,
 from lle import workspace as workspaces
 from lle.errors import InvalidInputError, LleError, UnknownIdError
 from lle.flywheel import loop
-from lle.gateway.bounds import BODY_TIMEOUT_S, MAX_BODY_BYTES, BoundedBody
+from lle.gateway.bounds import BODY_TIMEOUT_S, HEADERS_TIMEOUT_S, MAX_BODY_BYTES, BoundedBody, HeadersInTime
 from lle.viewer import data, lookup, pages
 
 TOKEN_ENV = "LLE_VIEW_TOKEN"
@@ -125,4 +125,5 @@ def serve(workspace: str | Path | None = None, host: str = "127.0.0.1", port: in
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: bound to {host}: anyone who can reach it reads every run; writes still need the token",
               flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", http=HeadersInTime,
+                timeout_keep_alive=HEADERS_TIMEOUT_S)
