@@ -22,7 +22,7 @@ from typing import Any
 from lle.config import RunConfig
 from lle.flywheel.evaluate import RunResults, paired_verdicts, table
 from lle.flywheel.suite import SNAPSHOT
-from lle.flywheel.verdict import wilson
+from lle.flywheel.verdict import interval, wilson
 from lle.workspace import resolve
 
 REPORT = "report"
@@ -65,10 +65,17 @@ def cell(value: object) -> str:
     if value is None or value == "" or value == []:
         return DASH
     if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
-        return f"{value[0]:.2f}–{value[1]:.2f}"
+        return interval(value[0], value[1], signed=False, digits=2)  # a rate's interval; points: `points`
     if isinstance(value, float):
         return f"{value:.3g}"
     return str(value)
+
+
+def points(value: object) -> object:
+    """An interval in points (a difference): "\u221212.6 to +25.8"; anything else as it is."""
+    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+        return interval(value[0], value[1])
+    return value
 
 
 def esc(value: object) -> str:
@@ -130,11 +137,32 @@ def _curve(res: RunResults, strategy: str, world: str | None) -> tuple[list[int]
     return rounds, rates, lows, highs, labels
 
 
+def _rounds_axis(ax: Any, rounds: Sequence[float]) -> None:
+    """One round (or one x) only: half a round either side, not matplotlib's sliver around it."""
+    if rounds and max(rounds) - min(rounds) < 0.5:
+        middle = round((max(rounds) + min(rounds)) / 2)
+        ax.set_xlim(middle - 0.6, middle + 0.6)
+
+
+def _value_axis(ax: Any, values: Sequence[float]) -> None:
+    """Counts, steps, levels: from 0 to a little above the largest, so one round (a constant) is not a
+    sliver of a few hundredths around its value."""
+    top = max(values, default=0.0)
+    ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
+
+
+def _label_single(ax: Any, xs: Sequence[float], ys: Sequence[float], text: str) -> None:
+    """A series of one point: its value written beside it, so the dot reads on its own."""
+    if len(xs) == 1:
+        ax.annotate(text.format(ys[0]), (xs[0], ys[0]), textcoords="offset points", xytext=(5, 5), fontsize=7)
+
+
 def _draw_curves(ax: Any, res: RunResults, world: str | None, legend: bool) -> bool:
     from matplotlib.ticker import MaxNLocator
 
     names = strategies_of(res.config)
     drawn = False
+    every: list[float] = []
     for i, strategy in enumerate(names):
         rounds, rates, lows, highs, _ = _curve(res, strategy, world)
         if not rounds:
@@ -146,7 +174,10 @@ def _draw_curves(ax: Any, res: RunResults, world: str | None, legend: bool) -> b
         color = COLORS.get(strategy)
         ax.fill_between(xs, lows, highs, color=color, alpha=0.15, linewidth=0)
         ax.plot(xs, rates, STYLES.get(strategy, "-"), marker=MARKERS.get(strategy, "o"), color=color, label=strategy)
-    ax.set_ylim(-0.03, 1.03)
+        _label_single(ax, xs, rates, f"{{:.2f}} {strategy}")
+        every.extend(rounds)
+    ax.set_ylim(-0.03, 1.03)  # a rate: always 0 to 1, whatever the rounds
+    _rounds_axis(ax, every)
     ax.set_xlabel("round")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("held-out success")
@@ -211,10 +242,14 @@ def curriculum_svg(folder: Path) -> str | None:
     for row in rows:
         lines[(str(row["strategy"]), str(row["family"]))][int(row["round"])] = float(row["level"])
     fig, ax = plt.subplots(figsize=(6.0, 3.2))
-    for (strategy, family), points in sorted(lines.items()):
-        rounds = sorted(points)
-        ax.plot(rounds, [points[r] for r in rounds], STYLES.get(strategy, "-"), marker="o",
+    for (strategy, family), levels in sorted(lines.items()):
+        rounds = sorted(levels)
+        ax.plot(rounds, [levels[r] for r in rounds], STYLES.get(strategy, "-"), marker="o",
                 label=f"{strategy}: {family}")
+        _label_single(ax, rounds, [levels[r] for r in rounds], "{:g}")
+    _rounds_axis(ax, [r for levels in lines.values() for r in levels])
+    top = max((v for levels in lines.values() for v in levels.values()), default=0.0)
+    ax.set_ylim(-0.2, top + 1)  # levels start at 0
     ax.set_xlabel("round")
     ax.set_ylabel("curriculum level")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -239,19 +274,31 @@ def growth_svg(res: RunResults) -> str | None:
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.2), squeeze=False)
     for ax, panel in zip(axes.flat, panels, strict=True):
+        xs_all: list[float] = []
+        ys_all: list[float] = []
         if panel == "growth":
             for strategy, per_round in res.growth.items():
                 for carrier in sorted({c for counts in per_round.values() for c in counts}):
                     rounds = sorted(per_round)
-                    ax.plot(rounds, [per_round[r].get(carrier, 0) for r in rounds], STYLES.get(strategy, "-"),
-                            marker="o", label=f"{strategy}: {carrier}")
+                    counts = [per_round[r].get(carrier, 0) for r in rounds]
+                    ax.plot(rounds, counts, STYLES.get(strategy, "-"), marker="o", label=f"{strategy}: {carrier}")
+                    _label_single(ax, rounds, counts, "{:g}")
+                    xs_all += rounds
+                    ys_all += counts
             ax.set_title("carrier items admitted (skills: activated), cumulative", fontsize=9)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         else:
-            for strategy, points in steps.items():
-                if points:
-                    ax.plot([r for r, _ in points], [v for _, v in points], STYLES.get(strategy, "-"),
-                            marker=MARKERS.get(strategy, "o"), color=COLORS.get(strategy), label=strategy)
+            for strategy, found in steps.items():
+                if found:
+                    xs, ys = [r for r, _ in found], [v for _, v in found]
+                    ax.plot(xs, ys, STYLES.get(strategy, "-"), marker=MARKERS.get(strategy, "o"),
+                            color=COLORS.get(strategy), label=strategy)
+                    _label_single(ax, xs, ys, "{:.1f}")
+                    xs_all += xs
+                    ys_all += ys
             ax.set_title("held-out steps per solved task", fontsize=9)
+        _value_axis(ax, ys_all)
+        _rounds_axis(ax, xs_all)
         ax.set_xlabel("round")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
@@ -276,7 +323,9 @@ def verdict_html(rows: list[dict[str, object]]) -> str:
     if not rows:
         return ""
     sentences = "".join(f"<li>{html.escape(str(row['sentence']))}</li>" for row in rows)
-    return ("<h2>Paired verdict</h2><p>Last round against <code>none</code> and <code>raw</code> on the same held-out "
+    baselines = " and ".join(f"<code>{html.escape(b)}</code>" for b in dict.fromkeys(str(r["baseline"]) for r in rows))
+    rows = [{**row, "ci95_points": points(row.get("ci95_points"))} for row in rows]
+    return (f"<h2>Paired verdict</h2><p>Last round against {baselines} on the same held-out "
             "tasks, task by task: b = solved only by the strategy, c = only by the baseline; exact McNemar p-value; "
             "Newcombe's paired 95 % interval of the difference, in points.</p>"
             f"{html_table(rows, VERDICT_COLUMNS)}<ul>{sentences}</ul>")
@@ -291,12 +340,14 @@ def run_sections(res: RunResults, folder: Path, verdicts: list[dict[str, object]
     """The body of the run page, shared by the report file and `lle view`: curves, table, verdict, growth,
     curriculum, carriers, revocations, config. `link(strategy, id)` makes ids links (None: plain text)."""
     rows = table(res)
+    ran = [s for s in strategies_of(res.config) if _curve(res, s, None)[0]]  # what was evaluated, not configured
     capped = sum(int(str(r["time_capped"])) for r in rows if r["world"] == "all")
     capped_note = (f"<p>Stopped by the time cap: {capped} held-out episodes (a safety cap on wall-clock time, not a "
                    "failure of the agent; left out of the rates above and of the verdict).</p>") if capped else ""
     parts = [
-        figure(curves_svg(res), "Held-out success per round, all strategies (bands: 95 % Wilson intervals; "
-                                "none learns nothing, so its round-0 result holds every round)."),
+        figure(curves_svg(res), f"Held-out success per round: {', '.join(ran)} (bands: 95 % Wilson intervals"
+                                + ("; none learns nothing, so its round-0 result holds every round)."
+                                   if "none" in ran else ").")),
         "<h2>Held-out success</h2><p>Dev small worlds: round 0 (before any experience) against the last round. "
         "Success means the world's own anchor passed; unknown counts as not solved.</p>",
         html_table(rows, RESULT_COLUMNS), capped_note, verdict_html(verdicts),

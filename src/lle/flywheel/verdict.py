@@ -111,7 +111,7 @@ class Verdict:
             return (f"too few held-out tasks to decide {self.strategy} against {self.baseline}: {self.n} paired "
                     f"(an exact test needs at least {MIN_DECIDABLE}); for the full verdict run `{FULL_VERDICT}`")
         low, high = self.ci95
-        numbers = (f"{self.difference:+.1f} points, 95 % CI {low:+.1f}..{high:+.1f}, "
+        numbers = (f"{self.difference:+.1f} points, 95 % CI {interval(low, high)}, "
                    f"McNemar p = {self.p_value:.3g}, b = {self.b}, c = {self.c}")
         if self.p_value < ALPHA:
             better = "better" if self.b > self.c else "worse"
@@ -128,6 +128,21 @@ class Verdict:
                 "ci95_points": [round(self.ci95[0], 1), round(self.ci95[1], 1)], "time_capped": self.time_capped,
                 "decidable": self.decidable, "rounds": list(self.rounds) if self.rounds else None,
                 "sentence": self.sentence}
+
+
+MINUS = "\u2212"
+"""The minus sign intervals print with (U+2212), in the viewer, the report and the verdict's sentence."""
+
+
+def interval(low: float, high: float, *, signed: bool = True, digits: int = 1) -> str:
+    """An interval as people read it: "\u221212.6 to +25.8" (signed, one decimal, the word "to"); `signed=False`
+    for rates (0–1), which are never negative: "0.34 to 1.00"."""
+    def number(value: float) -> str:
+        value = round(value, digits) + 0.0  # no "-0.0"
+        text = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+        return text.replace("-", MINUS)
+
+    return f"{number(low)} to {number(high)}"
 
 
 def paired_verdict(strategy: str, baseline: str, pairs: Sequence[tuple[bool, bool]], *,
