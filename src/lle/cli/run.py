@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +23,7 @@ from lle.flywheel import loop, report
 from lle.flywheel import suite as suites
 from lle.flywheel.evaluate import paired_verdicts, table, verdicts_by_world
 from lle.flywheel.strategies import COMPARE_ORDER, STRATEGIES, WITH_INPUT, check_strategy
+from lle.flywheel.verdict import interval
 from lle.policies import doctor
 
 # Bounds of the numeric options: past them a run would not end in any useful time (drawing a billion
@@ -38,7 +40,8 @@ def print_table(rows: list[dict[str, object]]) -> None:
     for row in rows:
         ci = row["ci95"]
         out.add_row(str(row["world"]), str(row["strategy"]), str(row["round0"]), str(row["last"]),
-                    f"{ci[0]:.2f}–{ci[1]:.2f}" if isinstance(ci, list) else "", str(row["steps_per_solved"] or "-"))
+                    interval(ci[0], ci[1], signed=False, digits=2) if isinstance(ci, list) else "",
+                    str(row["steps_per_solved"] or "-"))
     console.print(out)
     capped = {str(r["strategy"]): r["time_capped"] for r in rows if r["world"] == "all" and r.get("time_capped")}
     if capped:
@@ -75,7 +78,7 @@ def print_verdicts(rows: list[dict[str, object]],
         ci = row["ci95_points"]
         out.add_row(world, str(row["strategy"]), str(row["baseline"]), str(row["n"]), str(row["solved"]),
                     f"{row['difference_points']:+}", f"{row['b']}/{row['c']}", f"{row['p_value']:.3g}",
-                    f"{ci[0]:+.1f}..{ci[1]:+.1f}" if isinstance(ci, list) else "")
+                    interval(ci[0], ci[1]) if isinstance(ci, list) else "")
     common.print_table(out)
     for row in rows:
         console.print(str(row["sentence"]), highlight=False)
@@ -274,3 +277,9 @@ def run(
     if config.weights_min_rows is not None:
         print_adapters(res.adapters)
     console.print(f"report: {page}", highlight=False)
+    # The command that started this run, so the line works as typed (`.venv/bin/lle` under `make run`).
+    program = sys.argv[0]
+    here = "lle" if os.path.basename(program) != "lle" or os.path.sep not in program else min(
+        (os.path.relpath(program), os.path.abspath(program)), key=lambda p: (p.startswith(".."), len(p)))
+    where = f" --workspace {settings.workspace}" if settings.workspace else ""
+    console.print(f"browse it, its episodes and what was learned: {here}{where} view", highlight=False)
