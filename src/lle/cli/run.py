@@ -78,7 +78,7 @@ def print_verdicts(rows: list[dict[str, object]],
         ci = row["ci95_points"]
         out.add_row(world, str(row["strategy"]), str(row["baseline"]), str(row["n"]), str(row["solved"]),
                     f"{row['difference_points']:+}", f"{row['b']}/{row['c']}", f"{row['p_value']:.3g}",
-                    interval(ci[0], ci[1]) if isinstance(ci, list) else "")
+                    f"{ci[0]:+.1f}..{ci[1]:+.1f}" if isinstance(ci, list) else "")  # 80 columns: "to" would wrap
     common.print_table(out)
     for row in rows:
         console.print(str(row["sentence"]), highlight=False)
