@@ -92,13 +92,12 @@ def load_config(run_id: str, workspace: str | Path | None = None) -> RunConfig:
         raise InvalidInputError(f"{path} names run {config.id}, but it is in the folder of run {run_id}: the config "
                                 "was copied from another run or edited; put back this run's own config.json (from "
                                 f"a backup), or remove the folder (`lle runs rm {run_id}`)")
-    check_stores(path.parent)
-    return config
+    return config  # an empty store is refused where it is opened (`locations.check_file`)
 
 
 def check_stores(folder: Path) -> None:
-    """Refuse a run whose strategy store is empty (0 bytes): SQLite would take it for a new one, and the
-    strategy would start over."""
+    """Name a run's strategy store that is empty (0 bytes) without opening it: `lle runs list` lists the run
+    and says which store is damaged."""
     for db in sorted(folder.glob("*.db")):
         if db.stat().st_size == 0:
             raise InvalidInputError(f"{db} is empty (0 bytes): this run's store is damaged; restore it from a "
