@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from lle.core import PERSISTED_TYPES as CORE_TYPES
 from lle.core import Record, new_id, utcnow
 
-Strategy = Literal["none", "raw", "reflect", "lle", "population"]
+Strategy = Literal["none", "raw", "reflect", "lle", "lle-self", "population"]
 """What a run may do with experience (`lle.flywheel.strategies`); `population` needs `RunConfig.population`."""
 
 
@@ -50,6 +50,11 @@ class Levers(Record):
     """Cap on the action's `expect`, the model's predicted effect."""
     recipe: str | None = None
     """The context-carrier item (recipe) these levers come from; listed in every step's context refs."""
+    skills_arm: Literal["with", "without"] | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The arm of the skills' measured use a flywheel train episode was played in (`SkillLibrary.usefulness`):
+    `with` was offered the library's active skills, `without` was withheld them (chosen by seed,
+    `RunConfig.skills_withhold`); None: in neither (replays, recipes, evaluation, episodes outside a run). The
+    flywheel sets it, so the decision is recorded with the episode (`EpisodeRecord.levers`) and resumes alike."""
 
 
 class RunConfig(Record):
@@ -113,6 +118,17 @@ class RunConfig(Record):
     """The monitor's rule: watch-set tasks of the family needed before a regression can be called."""
     monitor_max_drop: float = Field(default=0.0, ge=0.0, le=100.0)
     """The monitor's rule: a regression's 95 % interval lies wholly below minus this many points."""
+    extractor: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Who writes `lle`'s program skills from verified train successes (`lle.flywheel.extractor`): a model spec
+    (it also plays each round's train draw beside the actor), `self` (the acting model writes, nothing more is
+    played) or `scripted:FILE.py`; None: no extractor. It never acts on held-out tasks."""
+    extractor_samples: int = Field(default=4, ge=1, le=16)
+    """Programs the extractor writes per world and round (the first greedy, the others sampled): execution chooses."""
+    skills_withhold: float = Field(default=0.25, ge=0.0, lt=1.0)
+    """The share of governed train episodes (`lle`, `population`) played without the library's skills, chosen by
+    seed per small world and batch: each active skill's measured use is its family's episodes offered it against
+    these, and a skill whose use is shown to be nil or harmful is retired (`SkillLibrary.retire_useless`); 0: none
+    withheld, nothing retired for its use. Replays, recipes, evaluation and the watch set never withhold."""
     verification_budget: int | None = Field(default=None, ge=0)
     """Expensive verifier runs per train batch (`lle.evidence.budget`; skips are recorded as `unknown`
     evidence); None: no budget, every verifier runs. Evaluation and skill replays are never budgeted."""

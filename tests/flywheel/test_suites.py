@@ -111,9 +111,11 @@ def test_a_suite_file_runs_and_resumes_from_its_snapshot(tmp_path: Path) -> None
     assert (config["train_per_round"], config["eval_tasks"]) == (2, 3)  # the suite's sizes
     everything = {row["strategy"]: row for row in out["table"] if row["world"] == "all"}
     assert everything["none"]["round0"] == "3/3" and everything["lle"]["last"] == "3/3"
-    assert config["strategies"] == ["none", "lle", "raw", "reflect"]  # lle first: a run cut short has its verdict
+    # lle first: a run cut short has its verdict
+    assert config["strategies"] == ["none", "lle", "lle-self", "raw", "reflect"]
     assert [(v["strategy"], v["baseline"], v["n"]) for v in out["verdict"]] == [
-        ("lle", "none", 3), ("raw", "none", 3), ("reflect", "none", 3), ("lle", "raw", 3), ("lle", "reflect", 3)]
+        ("lle", "none", 3), ("lle-self", "none", 3), ("raw", "none", 3), ("reflect", "none", 3),
+        ("lle", "lle-self", 3), ("lle", "raw", 3), ("lle", "reflect", 3)]
     assert all("too few held-out tasks" in v["sentence"] for v in out["verdict"])
     assert out["verdict_by_world"]["toy/keys-v1"] == out["verdict"]  # per world: here the one world is all
     summary = json.loads((workspace / "runs" / out["run"] / "report" / "summary.json").read_text())

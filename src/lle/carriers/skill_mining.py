@@ -18,13 +18,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import textwrap
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from lle.context import binding as skill_binding
 from lle.context.binding import SlotBinding
@@ -34,7 +36,11 @@ FORMAT = "lle-skill/1"
 MIN_BINDING_READS = 3
 """Distinct small worlds a binding that holds only where its anchors are found must read its value in."""
 SKILL_FEEDBACK = "skill"
-"""`Feedback.kind` the harness writes on every step a skill expanded (content: skill id, call, of)."""
+"""`Feedback.kind` the harness writes on every step a skill expanded (content: skill id, call, of; `of` is null
+for a program, whose number of calls is known only once it ends)."""
+FIRED_FEEDBACK = "skill_fired"
+"""`Feedback.kind` on the first step of a program skill the runtime ran before the policy acted (the fast path)."""
+MAX_PROGRAM_CHARS = 20_000
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
 _STOPWORDS = frozenset({
     "the", "and", "you", "are", "with", "this", "that", "for", "from", "into", "your", "there", "here", "has",
@@ -91,12 +97,20 @@ class SkillDescriptor(_Model):
     """Version of this name; a newer active version supersedes the older."""
     family: str
     """Task family whose tools the calls use."""
-    kind: Literal["atomic", "composite"] = "atomic"
-    """Mined directly, or two atomic skills in a row."""
+    kind: Literal["atomic", "composite", "program"] = "atomic"
+    """Mined directly, two atomic skills in a row, or a program (written by an extractor, run by the runtime)."""
+    program: str | None = Field(default=None, max_length=MAX_PROGRAM_CHARS)
+    """A program skill's Python source: `def skill(goal, call)`, where `call(tool, **args)` returns the
+    observation; the runtime runs it in the sandbox, re-executed from the observations (`lle.runtime.programs`)."""
+    tools: list[str] = Field(default_factory=list)
+    """The world tools a program may call (the family's when it was written); it is offered only where the
+    small world allows them all."""
+    world: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A program's world (registry id): written from one world's success, it is offered there only."""
     description: str = ""
     """One line for the policy (regenerated from the calls, never taken from an import)."""
-    calls: list[SkillCall] = Field(min_length=1)
-    """The macro: tool calls in order."""
+    calls: list[SkillCall] = Field(default_factory=list, validate_default=True)
+    """The macro: tool calls in order (at least one; none for a program, which makes its own)."""
     slots: list[SkillSlot] = Field(default_factory=list)
     """Parameters of the skill tool."""
     preconditions: list[str] = Field(default_factory=list)
@@ -112,6 +126,26 @@ class SkillDescriptor(_Model):
     expires_at: datetime | None = None
     """After this moment the skill is no longer offered."""
 
+    @field_validator("calls")
+    @classmethod
+    def _a_macro_has_calls(cls, calls: list[SkillCall], info: ValidationInfo) -> list[SkillCall]:
+        if not calls and info.data.get("program") is None and info.data.get("kind") != "program":
+            raise PydanticCustomError("too_short", "List should have at least 1 item after validation, not 0")
+        return calls
+
+    @model_validator(mode="after")
+    def _program_or_calls(self) -> SkillDescriptor:
+        if self.program is None and self.kind != "program":
+            return self
+        if self.kind != "program" or self.program is None or not self.program.strip():
+            raise ValueError("a program skill has kind 'program' and its source in `program`")
+        if self.calls or self.slots or self.parts:
+            raise ValueError("a program skill has no calls, slots or parts: its program makes its own calls "
+                             "(give either `calls` or `program`, not both)")
+        if not self.tools or not all(re.fullmatch(r"[a-z][a-z0-9_]*", t) for t in self.tools):
+            raise ValueError(f"a program skill names the world tools it may call in `tools` (got {self.tools})")
+        return self
+
     @model_validator(mode="after")
     def _slots_match(self) -> SkillDescriptor:
         used = {s for c in self.calls for s in c.slots.values()}
@@ -124,13 +158,37 @@ class SkillDescriptor(_Model):
         return self
 
     def finished(self) -> SkillDescriptor:
-        """This descriptor with its key and description computed from its calls."""
-        return self.model_copy(update={"key": macro_key(self.family, self.calls), "description": describe(self)})
+        """This descriptor with its key and description computed from its calls (or its program)."""
+        key = macro_key(self.family, self.calls) if self.program is None else program_key(self.family, self.program)
+        return self.model_copy(update={"key": key, "description": describe(self)})
+
+    def body(self) -> list[dict[str, JsonValue]]:
+        """What the skill does, as JSON (what revocation by meaning compares): its calls, or its program."""
+        if self.program is not None:
+            return [{"program": normalized_program(self.program)}]
+        return [c.model_dump(mode="json") for c in self.calls]
 
 
 def macro_key(family: str, calls: Sequence[SkillCall]) -> str:
     body = canonical_json([family, [c.model_dump(mode="json") for c in calls]])
     return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def normalized_program(source: str) -> str:
+    """`source` dedented, each line without trailing whitespace, blank lines dropped: a re-indented or re-spaced
+    copy of a program is the same program."""
+    lines = textwrap.dedent(source.expandtabs(4)).splitlines()
+    return "\n".join(line.rstrip() for line in lines if line.strip())
+
+
+def program_key(family: str, source: str) -> str:
+    body = canonical_json([family, "program", normalized_program(source)])
+    return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+def skill_lines(desc: SkillDescriptor) -> list[str]:
+    """What the skill does, a line each (the viewer, `lle skills`): its calls, or its program's source lines."""
+    return desc.program.splitlines() if desc.program is not None else [render_call(c) for c in desc.calls]
 
 
 def render_call(call: SkillCall) -> str:
@@ -140,6 +198,10 @@ def render_call(call: SkillCall) -> str:
 
 
 def describe(desc: SkillDescriptor) -> str:
+    if desc.program is not None:  # the source is never shown: an imported program's text is not an instruction
+        return (f"Runs a checked program over {', '.join(desc.tools)} by itself: it reads the goal and every "
+                f"observation and picks each next call until it is done (seen in {desc.evidence.support} "
+                "verified successes).")
     macro = " -> ".join(render_call(c) for c in desc.calls)
     when = [p.split(":", 1)[1] for p in desc.preconditions if p.startswith("observation:")][:4]
     text = f"Runs {macro} as one action"
@@ -437,6 +499,14 @@ def used_skills(exp: Experience) -> list[str]:
     found = {str(f.content.get("skill")) for s in exp.steps for f in s.feedback
              if f.source == "runtime" and f.kind == SKILL_FEEDBACK and isinstance(f.content, dict)}
     return sorted(found)
+
+
+def ran_cleanly(exp: Experience, skill_id: str) -> bool:
+    """Whether every call the skill made in `exp` was allowed and ran (a program's denied call, or its failure,
+    which the runtime records as a denied step, fails its check by execution whatever the policy did next)."""
+    return all(s.executed.allowed and s.executed.status is not ActionStatus.error for s in exp.steps
+               if any(f.source == "runtime" and f.kind == SKILL_FEEDBACK and isinstance(f.content, dict)
+                      and f.content.get("skill") == skill_id for f in s.feedback))
 
 
 def offered_tools(context: Context) -> set[str]:

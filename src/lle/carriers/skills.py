@@ -26,8 +26,9 @@ from typing import Any
 
 from pydantic import JsonValue, ValidationError
 
-from lle.carriers import skill_mining
+from lle.carriers import skill_mining, skill_use
 from lle.carriers.skill_mining import SKILL_FEEDBACK, MiningConfig, SkillDescriptor, Trace, trace_of, used_skills
+from lle.carriers.skill_use import Usefulness
 from lle.context import binding as skill_binding
 from lle.core import (
     ActionRequest,
@@ -147,6 +148,16 @@ class Skill:
     def size(self) -> int:
         return len(self.descriptor.calls)
 
+    @property
+    def program(self) -> str | None:
+        """A program skill's source (the runtime runs it, `lle.runtime.programs`); None for a macro."""
+        return self.descriptor.program
+
+    @property
+    def tools(self) -> list[str]:
+        """The world tools it calls: a program's declared ones, a macro's calls'."""
+        return self.descriptor.tools if self.program is not None else [c.tool for c in self.descriptor.calls]
+
     def call(self, n: int, args: Mapping[str, JsonValue], *, goal: str,
              observations: Sequence[str]) -> ActionRequest | str:
         """The macro's `n`-th tool call (from 0) with its slots filled: from `args` (already checked against
@@ -192,6 +203,22 @@ class Pair:
     passed_without: bool
     passed_with: bool
     used: bool
+
+
+def _program_check(replay: GateResult, pairs: Sequence[Pair]) -> tuple[GateResult, UpdateOp]:
+    """A program's check by execution, stricter than the replay gate: it runs first on every small world, so it
+    must pass at least half of them itself and lose none the no-skill arm passed; else it is rejected, never
+    offered (an extractor samples several programs and execution chooses)."""
+    wins = sum(p.passed_with for p in pairs)
+    lost = [p.small_world for p in pairs if p.passed_without and not p.passed_with]
+    reasons = [f"passed {wins} of {len(pairs)} fresh train small worlds with the program run first"]
+    if lost:
+        reasons.append(f"lost {len(lost)} the no-skill arm passed: {', '.join(lost[:3])}")
+    if 2 * wins < len(pairs):
+        reasons.append("fewer than half passed")
+    passed = replay.passed and not lost and 2 * wins >= len(pairs)
+    gate = GateResult(name="skills_program_check", passed=passed, reasons=[*reasons, *replay.reasons])
+    return gate, (UpdateOp.admit if passed else UpdateOp.reject)
 
 
 @dataclass(frozen=True)
@@ -278,7 +305,8 @@ class SkillLibrary:
         """Active, unexpired skills of the small world's family whose tools it allows and whose goal-bound slots
         its goal fills (the harness offers these)."""
         return [s for s in self.skills(small_world.family) if s.state is SkillState.active and not s.expired(now)
-                and all(c.tool in small_world.tools for c in s.descriptor.calls) and s.fits(small_world.goal)]
+                and all(t in small_world.tools for t in s.tools) and s.fits(small_world.goal)
+                and s.descriptor.world in (None, small_world.world)]
 
     def retrieve(self, query: str, scope: Scope, k: int = 5) -> list[CarrierItem]:
         """Carrier protocol: active, unexpired skills of the scope's family (best supported first)."""
@@ -323,7 +351,7 @@ class SkillLibrary:
                                            experience_ids=experience_ids, actor=actor))
         return updates
 
-    def _next_version(self, family: str, name: str) -> int:
+    def next_version(self, family: str, name: str) -> int:
         return 1 + max((s.descriptor.version for s in self.skills(family) if s.name == name), default=0)
 
     # --- the router's entry point: support, mining, monitoring ------------------------------------------
@@ -336,11 +364,11 @@ class SkillLibrary:
         if gates.held_out(exp) is not None:
             return []  # evaluation episodes never write to carriers, not even a retirement
         updates = [u for i in used_skills(exp) if self.store.kind_of(i) is not None for u in self.monitor(i)]
-        if self._supports(exp) and self.store.kind_of(exp.id) is not None:
+        if self.supports(exp) and self.store.kind_of(exp.id) is not None:
             updates += self.mine(exp.small_world.family, new=exp.id)
         return updates
 
-    def _supports(self, exp: Experience) -> bool:
+    def supports(self, exp: Experience) -> bool:
         return (exp.outcome is Outcome.passed and exp.verification.rank >= self.config.skills_min_level.rank
                 and denylist(self.store).blocks_experience(exp) is None)
 
@@ -399,7 +427,7 @@ class SkillLibrary:
                 if new in mined.experience_ids and existing.state is SkillState.candidate and new not in supported:
                     support = GateResult(name="skills_support", passed=True, reasons=[f"{new} ran the macro too"])
                     updates.append(self.transition(existing, UpdateOp.propose, gate=support,
-                                                   experience_ids=[new], evidence_ids=self._hard_evidence([new])))
+                                                   experience_ids=[new], evidence_ids=self.hard_evidence([new])))
                 continue
             derived = [item_of[p] for p in mined.parts if p in item_of]
             if len(derived) < len(mined.parts):
@@ -410,10 +438,10 @@ class SkillLibrary:
                 continue
             weakest = min((e.verification for e in supporters), key=lambda v: v.rank)
             desc = desc.model_copy(update={
-                "version": self._next_version(family, desc.name),
+                "version": self.next_version(family, desc.name),
                 "expires_at": utcnow() + self.ttl if self.ttl else None,
                 "evidence": desc.evidence.model_copy(update={"level": weakest.value})})
-            evidence_ids = self._hard_evidence(mined.experience_ids)
+            evidence_ids = self.hard_evidence(mined.experience_ids)
             item = CarrierItem(carrier=CarrierKind.skills, scope=Scope(level=ScopeLevel.family, family=family),
                                content=desc.model_dump(mode="json"), experience_ids=list(mined.experience_ids),
                                evidence_ids=evidence_ids, derived_from=derived)
@@ -425,7 +453,7 @@ class SkillLibrary:
             updates.append(update)
         return updates
 
-    def _hard_evidence(self, experience_ids: Sequence[str]) -> list[str]:
+    def hard_evidence(self, experience_ids: Sequence[str]) -> list[str]:
         out: list[str] = []
         for exp_id in experience_ids:
             out += experiences.evidence_ids(self.store, exp_id, hard_decided=True)
@@ -456,7 +484,7 @@ class SkillLibrary:
             if not gate.passed:
                 ids = [i for i, _ in after]
                 updates.append(self.transition(skill.item_id, UpdateOp.retire, gate=gate, experience_ids=ids,
-                                               evidence_ids=self._hard_evidence(ids), actor="monitor"))
+                                               evidence_ids=self.hard_evidence(ids), actor="monitor"))
         return updates
 
     # --- validation: the replay gate over A/B episodes (run by `lle.flywheel.replay`) ----------------
@@ -477,8 +505,10 @@ class SkillLibrary:
             if without.small_world != with_skill.small_world or without.small_world.split is not Split.train:
                 raise InvalidInputError(f"pair {without.id}/{with_skill.id}: both arms must play the same train "
                                         "small world; dev and test are for evaluation")
-        pairs = [Pair(a.small_world.id, a.id, b.id, a.outcome is Outcome.passed, b.outcome is Outcome.passed,
-                      skill.item_id in used_skills(b)) for a, b in episodes]
+        # A program passes a small world only where the episode passed and every call it made was allowed and ran.
+        pairs = [Pair(a.small_world.id, a.id, b.id, a.outcome is Outcome.passed, b.outcome is Outcome.passed and (
+            skill.program is None or skill_mining.ran_cleanly(b, skill.item_id)), skill.item_id in used_skills(b))
+            for a, b in episodes]
         used = sum(p.used for p in pairs)
         wins, base = sum(p.passed_with for p in pairs), sum(p.passed_without for p in pairs)
         gate = gates.skills_replay_gate(len(pairs), used, wins, base, config=self.config)
@@ -486,9 +516,11 @@ class SkillLibrary:
         regressed = bool(pairs) and (wins - base) / len(pairs) < -self.config.skills_max_regression
         op = UpdateOp.admit if gate.passed else (
             UpdateOp.reject if regressed and used >= self.config.skills_min_pairs else UpdateOp.propose)
+        if skill.program is not None and len(pairs) >= self.config.skills_min_pairs:
+            gate, op = _program_check(gate, pairs)
         with self._atomic():  # admit and activate: a kill between them would strand it validated
             updates = [self.transition(skill.item_id, op, gate=gate, experience_ids=ids,
-                                       evidence_ids=self._hard_evidence(ids), actor=actor)]
+                                       evidence_ids=self.hard_evidence(ids), actor=actor)]
             if op is UpdateOp.admit and activate:
                 updates += self.activate(skill.item_id, gate, ids, actor)
         return Validation(skill.item_id, pairs, gate, self.get(skill.item_id).state, updates)
@@ -525,18 +557,17 @@ class SkillLibrary:
             raise InvalidInputError(f"not a skill descriptor at {where}: {first['msg']}; export one with "
                                     "`lle skills export`") from err
         desc = parsed.model_copy(update={
-            "id": None, "version": self._next_version(parsed.family, parsed.name),
+            "id": None, "version": self.next_version(parsed.family, parsed.name),
             "evidence": parsed.evidence.model_copy(update={"origin": parsed.id or parsed.evidence.origin}),
         }).finished()
-        revoked, calls = Meaning(), macro_fields(c.model_dump(mode="json") for c in desc.calls)
+        revoked, calls = Meaning(), macro_fields(desc.body())  # a program's body is its source
         for other in self.skills(parsed.family):
             if other.descriptor.key == desc.key and other.state in (
                     SkillState.candidate, SkillState.validated, SkillState.active):
                 raise InvalidInputError(f"this skill is already here as {other.item_id} ({other.state}); "
                                         "nothing imported")
             if other.state is SkillState.revoked:
-                revoked.add(other.item_id, desc.family, macro_fields(c.model_dump(mode="json")
-                                                                     for c in other.descriptor.calls))
+                revoked.add(other.item_id, desc.family, macro_fields(other.descriptor.body()))
         if blocked := revoked.find(desc.family, calls):  # the same macro by meaning, or nearly: any id, any name
             raise InvalidInputError(f"skill {desc.name} repeats revoked skill {blocked}; nothing imported")
         gate = GateResult(name="skills_import", passed=True,
@@ -559,3 +590,59 @@ class SkillLibrary:
 
     def revoke(self, item_id: str, revocation: Revocation) -> None:
         revoke(self.store, item_id, revocation.reason, revocation.author)
+
+    # --- measured use: offered against withheld, on the train episodes since activation (`skill_use`) ---------
+
+    def usefulness(self, ref: str | Skill) -> Usefulness:
+        """The skill's measured use on its family's stored, unrevoked train episodes since its activation (until
+        it left `active`) whose small world it would be offered to: offered the library's skills against withheld
+        them (`lle.carriers.skill_use`); never active: an empty estimate."""
+        skill = self.get(ref) if isinstance(ref, str) else ref
+        updates = self._history().get(skill.item_id, [])
+        since = next((u.at for u in updates if u.op is UpdateOp.activate), None)
+        if since is None:
+            return Usefulness(needed=self.config.skills_min_pairs)
+        until = next((u.at for u in updates if u.at >= since and u.op in (
+            UpdateOp.retire, UpdateOp.supersede, UpdateOp.revoke)), None)
+        denied = denylist(self.store)
+
+        def unrevoked(exp_id: str) -> bool:
+            if exp_id in denied.ids:
+                return False
+            if denied.sources and exp_id not in self._records:
+                self._records[exp_id] = self.store.get_experience(exp_id).model_copy(update={"steps": []})
+            return not denied.sources or denied.blocks_experience(self._records[exp_id]) is None
+
+        def offered(small_world: SmallWorld, at: datetime) -> bool:  # as `offered`, at the episode's start
+            return (not skill.expired(at) and all(t in small_world.tools for t in skill.tools)
+                    and skill.fits(small_world.goal) and gates.inherited(small_world, skill.item.scope))
+
+        fired = {i for i, _ in self.uses(skill.item_id)} if skill.program is not None else None
+        return skill_use.measure(self.store, skill.item.scope.family or skill.descriptor.family, since, until,
+                                 offered=offered, unrevoked=unrevoked, fired=fired,
+                                 needed=self.config.skills_min_pairs)
+
+    def retire_useless(self, actor: str) -> list[Update]:
+        """Retire each active skill whose measured use is judged (`skills_min_pairs` episodes in each arm) and shown
+        to be nil or harmful (its interval at or below 0): a retire update whose gate carries the figures and whose
+        experiences are both arms'. Its item and lineage stay; a skill retired already is left alone."""
+        updates = []
+        for skill in self.skills():
+            if skill.state is not SkillState.active:
+                continue
+            use = self.usefulness(skill)
+            gate = gates.skills_usefulness_gate(use.with_n, use.with_passed, use.without_n, use.without_passed,
+                                                config=self.config)
+            if gate.passed:
+                continue
+            ids = [*use.with_ids, *use.without_ids]
+            updates.append(self.transition(skill, UpdateOp.retire, gate=gate, experience_ids=ids,
+                                           evidence_ids=self.hard_evidence(ids), actor=actor))
+        return updates
+
+    def source(self, ref: str | Skill) -> str:
+        """Where the skill came from: `experience` (mined here), `import` or `extractor:<model>`."""
+        skill = self.get(ref) if isinstance(ref, str) else ref
+        first = next(iter(self._history().get(skill.item_id, [])), None)
+        imported = first is not None and first.gate is not None and first.gate.name == "skills_import"
+        return skill_use.source(skill.descriptor.evidence.origin, imported)

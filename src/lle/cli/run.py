@@ -19,9 +19,9 @@ from lle.cli.episodes import ALL_LEVERS, parse_levers
 from lle.config import RunConfig
 from lle.core import Step, Update
 from lle.errors import InvalidInputError
-from lle.flywheel import loop, report
+from lle.flywheel import extractor, loop, report
 from lle.flywheel import suite as suites
-from lle.flywheel.evaluate import paired_verdicts, table, verdicts_by_world
+from lle.flywheel.evaluate import learned, paired_verdicts, table, verdicts_by_world
 from lle.flywheel.strategies import COMPARE_ORDER, STRATEGIES, WITH_INPUT, check_strategy
 from lle.flywheel.verdict import interval
 from lle.policies import doctor
@@ -47,6 +47,34 @@ def print_table(rows: list[dict[str, object]]) -> None:
     if capped:
         console.print("stopped by the time cap: " + ", ".join(f"{s} {n}" for s, n in capped.items())
                       + " held-out episodes (a safety cap, not a failure: left out of the rates)", highlight=False)
+
+
+def print_learned(found: dict[str, Any], extractor_cost: list[dict[str, Any]]) -> None:
+    """The run's last lines: each skill lle learned (its source, its check, its measured use), what the extractor
+    cost, and the held-out tasks lle turned from fail to pass, named, so a first run shows what learning did."""
+    name = found["strategy"]
+    for row in found["skills"]:
+        console.print(f"{name} learned skill {row['skill']} v{row['version']} ({row['family']}), {row['state']}, "
+                      f"from {row['source']}", highlight=False)
+        if row["check"]:
+            console.print(f"  check: {row['check']}", highlight=False)
+        console.print(f"  use on train: {row['figures']}" + ("" if row["decided"] else " (too few episodes to judge)"),
+                      highlight=False)
+    if not found["skills"]:
+        console.print(f"{name} learned no skill this run", highlight=False)
+    if found["rejected"]:
+        console.print(f"  {found['rejected']} candidate skills failed their check and were never offered",
+                      highlight=False)
+    if extractor_cost:
+        calls = sum(c["write_calls"] + c["explore_calls"] for c in extractor_cost)
+        tokens = sum(c["completion_tokens"] + c["explore_tokens"] for c in extractor_cost)
+        seconds = sum(c["write_seconds"] + c["explore_seconds"] for c in extractor_cost)
+        console.print(f"  the extractor's cost: {calls} model calls, {tokens} tokens, {seconds:.0f} s", highlight=False)
+    fixed, broken = found["fixed"], found["broken"]
+    shown = ", ".join(fixed[:6]) + (f", and {len(fixed) - 6} more" if len(fixed) > 6 else "")
+    console.print(f"held-out tasks {name} turned from fail to pass: {len(fixed)} of {found['tasks']}"
+                  + (f" ({len(broken)} from pass to fail)" if broken else "") + (f": {shown}" if fixed else ""),
+                  highlight=False)
 
 
 def print_adapters(adapters: list[dict[str, Any]]) -> None:
@@ -114,6 +142,30 @@ def check_batching(model: str, *, slots: int, lean: bool, executor: str, weights
                                 "or --slots")
 
 
+def extractor_of(spec: str, model: str, workspace: str | None) -> str | None:
+    """The run's extractor (`RunConfig.extractor`) for `--extractor`: checked here, before any run folder exists."""
+    from lle.policies.catalog import CATALOG, locate, strongest_present
+
+    if spec == "none" or (model == "oracle" and spec in ("auto", "self")):
+        return None  # the oracle writes nothing
+    if spec == "auto":
+        spec = strongest_present(workspace) or "self"
+    if spec in ("self", model):
+        return "self"
+    if spec.startswith("scripted:"):
+        if not Path(spec.removeprefix("scripted:")).is_file():
+            raise InvalidInputError(f"--extractor {spec}: no such file; give scripted:FILE.py (a program to check)")
+        return f"scripted:{Path(spec.removeprefix('scripted:')).resolve()}"
+    if spec in CATALOG:
+        locate(spec, workspace)  # absent: one line saying how to pull it
+    elif spec.endswith(".gguf") and not Path(spec).is_file():
+        raise InvalidInputError(f"--extractor {spec}: no such model file; give a catalog name, PATH.gguf or self")
+    elif not spec.endswith(".gguf") and not spec.startswith("openai:"):
+        raise InvalidInputError(f"--extractor {spec!r} is not a model; give a catalog name (`lle models list`), "
+                                "PATH.gguf, openai:NAME, self or none")
+    return spec
+
+
 def _eval_rounds(value: str) -> Literal["each", "last"]:
     if value not in ("each", "last"):
         raise InvalidInputError(f"--eval-rounds {value!r}: say each (a held-out evaluation after every round) or "
@@ -175,6 +227,8 @@ def run(
                                                      "this many sft rows (extra [train]); default: never."),
     slots_option: SlotsOption = "auto",
     lean: bool = typer.Option(False, "--lean", help="Lean actions: short keys, no whitespace in the decoded JSON."),
+    extractor_spec: str = typer.Option("auto", "--extractor", metavar="MODEL|self|none", help="Who writes lle's "
+                                       "program skills from train successes; auto: the strongest catalog model here."),
     resume: str | None = typer.Option(None, "--resume", metavar="RUN", help="Continue a killed run."),
     as_json: bool = typer.Option(False, "--json", help="No progress display; print the summary as JSON."),
 ) -> None:
@@ -215,6 +269,7 @@ def run(
             # Sized for make run's 10 minutes on 2 cores: 18 held-out (3 a world) and 12 train episodes.
             rounds, train, max_steps, group = 1, train or 6, max_steps or 4, group or 2
             eval_tasks = eval_tasks or 18
+        writer = extractor_of(extractor_spec, model, settings.workspace) if "lle" in chosen else None
         config = RunConfig(suite=suites.suite_ref(suite), model=model, strategies=chosen, rounds=rounds,
                            train_per_round=train or chosen_suite.train_per_round,
                            eval_tasks=eval_tasks or chosen_suite.eval_tasks, workers=workers, max_steps=max_steps,
@@ -225,7 +280,8 @@ def run(
                            # One round: a rollback after it would protect nothing, and its watch set would
                            # cost make run's minutes.
                            monitor=not quick, baseline=baseline,
-                           eval_rounds=_eval_rounds(eval_rounds))
+                           eval_rounds=_eval_rounds(eval_rounds), extractor=writer,
+                           extractor_samples=2 if quick else 4)
     if config.weights_min_rows is not None:
         if config.model == "oracle" or config.model.startswith("openai:"):
             raise InvalidInputError(f"--weights-min-rows trains a LoRA on a local GGUF model, not {config.model}; "
@@ -266,16 +322,21 @@ def run(
     res = report.load_results(config.id, settings.workspace)
     page = report.write_report(res, settings.workspace)
     rows = table(res)
-    verdicts = [v.row() for v in paired_verdicts(loop.run_folder(config.id, settings.workspace), config)]
+    folder = loop.run_folder(config.id, settings.workspace)
+    verdicts = [v.row() for v in paired_verdicts(folder, config)]
+    found = learned(folder, config) if "lle" in config.strategies else None
     if as_json:
         print_json({"run": config.id, "report": str(page), "table": rows, "verdict": verdicts,
                     "verdict_by_world": verdicts_by_world(loop.run_folder(config.id, settings.workspace), config),
-                    "carriers": res.carriers, "poison": res.poison, "adapters": res.adapters})
+                    "carriers": res.carriers, "poison": res.poison, "adapters": res.adapters, "learned": found,
+                    "extractor_cost": extractor.read_costs(folder, "lle")})
         return
     print_table(rows)
     print_verdicts(verdicts, verdicts_by_world(loop.run_folder(config.id, settings.workspace), config))
     if config.weights_min_rows is not None:
         print_adapters(res.adapters)
+    if found is not None:
+        print_learned(found, extractor.read_costs(folder, "lle"))
     console.print(f"report: {page}", highlight=False)
     # The command that started this run, so the line works as typed (`.venv/bin/lle` under `make run`).
     program = sys.argv[0]

@@ -36,7 +36,8 @@ def _row(skill: Skill) -> dict[str, Any]:
             "family": desc.family, "kind": desc.kind, "tool": skill.spec.name, "slots": [s.name for s in desc.slots],
             "support": desc.evidence.support, "projects": desc.evidence.projects,
             "expires_at": desc.expires_at.isoformat() if desc.expires_at else None,
-            "macro": " -> ".join(render_call(c) for c in desc.calls)}
+            "macro": " -> ".join(render_call(c) for c in desc.calls) if desc.program is None else
+            f"program over {', '.join(desc.tools)} ({len(desc.program.splitlines())} lines)"}
 
 
 def skill_ref(db: Store, ref: str) -> str:

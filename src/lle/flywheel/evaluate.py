@@ -15,6 +15,7 @@ from typing import Any
 from lle.config import RunConfig
 from lle.core import CarrierKind, Revocation, UpdateOp
 from lle.flywheel.paths import strategy_db
+from lle.flywheel.strategies import GOVERNED
 from lle.flywheel.verdict import Verdict, paired_verdict, wilson
 from lle.governance.lineage import active_items
 from lle.store import Store
@@ -51,6 +52,8 @@ class RunResults:
     poison: dict[str, dict[str, int]] = field(default_factory=dict)
     adapters: list[dict[str, Any]] = field(default_factory=list)
     """`lle` only: per round that trained a LoRA adapter, its gate replay and decision (`weights.adapter_rounds`)."""
+    skills: dict[str, list[dict[str, object]]] = field(default_factory=dict)
+    """Governed strategies only: each skill that was active, with its measured use (`skill_rows`)."""
 
     def worlds(self) -> list[str]:
         return sorted({w for (_, _, w) in self.eval})
@@ -156,11 +159,65 @@ def results(folder: Path, config: RunConfig) -> RunResults:
             out.revocations[strategy] = db.list_revocations()
             out.revoked[strategy] = len(out.revocations[strategy])
             out.poison[strategy] = poisoned_items(db)  # every carrier, the dataset's rows included
+            if strategy in GOVERNED:
+                out.skills[strategy] = skill_rows(db)
             if strategy == "lle" and config.weights_min_rows is not None:
                 from lle.flywheel.weights import adapter_rounds
 
                 out.adapters = adapter_rounds(folder, db, config.id)
     return out
+
+
+def skill_rows(db: Store) -> list[dict[str, object]]:
+    """Each skill of the store that was ever active: name, version, state, source (`experience`, `import`,
+    `extractor:<model>`) and its measured use (`SkillLibrary.usefulness`: both arms, the difference and its 95 %
+    interval in points, whether it is judged); `hurts`: judged worse with it, or retired for its use."""
+    from lle.carriers.skills import SkillLibrary
+
+    library = SkillLibrary(db)
+    retired = {u.item_id for u in db.list_updates(limit=10_000_000, carrier=CarrierKind.skills.value,
+                                                   op=UpdateOp.retire.value)
+               if u.gate is not None and u.gate.name == "skills_usefulness"}
+    rows: list[dict[str, object]] = []
+    for skill in library.skills():
+        use = library.usefulness(skill)
+        if use.since is None:
+            continue  # never offered: nothing to measure
+        rows.append({"skill": skill.name, "version": skill.descriptor.version, "id": skill.item_id,
+                     "family": skill.descriptor.family, "state": skill.state.value, "source": library.source(skill),
+                     **use.row(), "retired_for_use": skill.item_id in retired,
+                     "hurts": use.hurts or skill.item_id in retired})
+    return rows
+
+
+def learned(folder: Path, config: RunConfig, strategy: str = "lle") -> dict[str, Any]:
+    """What a strategy learned, for the end of `lle run`: each skill it ever used (`skill_rows`, with the check that
+    admitted it), how many candidates failed their check, and the held-out tasks it turned from fail to pass (and
+    from pass to fail) against `none`'s round 0, on its last evaluated round."""
+    path = strategy_db(folder, strategy)
+    if not path.exists():
+        return {"strategy": strategy, "skills": [], "rejected": 0, "fixed": [], "broken": [], "tasks": 0}
+    with Store(path, read_only=True) as db:
+        rows = skill_rows(db)
+        checks = {u.item_id: u.gate.reasons[0] for u in db.list_updates(
+            limit=10_000_000, carrier=CarrierKind.skills.value, op=UpdateOp.admit.value)
+            if u.gate is not None and u.gate.reasons}
+        rejected = {u.item_id for u in db.list_updates(limit=10_000_000, carrier=CarrierKind.skills.value,
+                                                       op=UpdateOp.reject.value)}
+    outcomes = run_outcomes(folder, config)
+    none, mine = outcomes.get("none", {}).get(0, {}), outcomes.get(strategy, {})
+    last = mine[max(mine)] if mine else {}
+    return {"strategy": strategy, "skills": [{**r, "check": checks.get(str(r["id"]), "")} for r in rows],
+            "rejected": len(rejected), "tasks": sum(1 for sw in last if sw in none),
+            "fixed": sorted(sw for sw, ok in last.items() if ok and none.get(sw) is False),
+            "broken": sorted(sw for sw, ok in last.items() if ok is False and none.get(sw))}
+
+
+def skills_hurt(rows: Sequence[Mapping[str, object]]) -> tuple[int, int]:
+    """(skills that hurt, skills judged) of `skill_rows`: negative transfer among those with enough episodes in
+    both arms (or retired for their use)."""
+    judged = [r for r in rows if r.get("decided") or r.get("retired_for_use")]
+    return sum(bool(r.get("hurts")) for r in judged), len(judged)
 
 
 def table(res: RunResults) -> list[dict[str, object]]:

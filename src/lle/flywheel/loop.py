@@ -30,7 +30,7 @@ from lle.config import Levers, RunConfig
 from lle.core import Experience, SmallWorld, Split, Step, Update, utcnow
 from lle.errors import InvalidInputError
 from lle.evidence import VerificationBudget, assess_experience
-from lle.flywheel import curriculum, poison, strategies, suite, weights
+from lle.flywheel import curriculum, extractor, poison, strategies, suite, weights
 from lle.flywheel.paths import strategy_db as strategy_db  # re-exported: callers know it as loop.strategy_db
 from lle.runtime.harness import stop_of
 from lle.runtime.parallel import Backend, LocalBackend, PolicyFactory, run_many
@@ -40,6 +40,9 @@ from lle.workspace import resolve
 
 MAX_SKILL_REPLAYS = 2
 """Candidate skills replayed per round: each costs 2 x `skills_min_pairs` train episodes."""
+MAX_PROGRAM_CHECKS = 12
+"""Candidate program skills checked per round: each costs `skills_min_pairs` train episodes that the program
+starts (cheap where it solves), its world's no-skill arm played once for all of them."""
 MAX_RECIPE_REPLAYS = 1
 """Candidate context recipes replayed per family a round (each costs as a skill's replay): per family, so no
 family's proposal waits for another's. On the default compare with Qwen2.5-Coder-0.5B, math's and SQL's `notes=0`
@@ -88,6 +91,8 @@ def load_config(run_id: str, workspace: str | Path | None = None) -> RunConfig:
         first = str(err).splitlines()[0]
         raise InvalidInputError(f"{path} is not a run config ({first}); it was edited by hand or is damaged: "
                                 "restore it from a backup, or start a new run") from err
+    if "skills_withhold" not in config.model_fields_set:  # a run started before skills were withheld: it goes on so
+        config = config.model_copy(update={"skills_withhold": 0.0})
     if config.id != run_id:  # resumed, it would start a new run under the other id (listed twice)
         raise InvalidInputError(f"{path} names run {config.id}, but it is in the folder of run {run_id}: the config "
                                 "was copied from another run or edited; put back this run's own config.json (from "
@@ -153,6 +158,11 @@ class Flywheel:
         self._decoder: Any = None
         """The one `BatchedDecoder` of a run with `slots` (built at its first batch, closed at the end)."""
         self._plugins: dict[str, strategies.StrategyPlugin] = {}
+        self.extractor_writers: dict[str, extractor.Writer] = {}
+        """What writes `lle`'s program skills (`RunConfig.extractor`) and `lle-self`'s, by spec, loaded at first use."""
+        self.explored: dict[tuple[str, int], list[Experience]] = {}
+        self.explore_seconds: dict[tuple[str, int], float] = {}
+        """The extractor's attempts at each round's train draw, and the seconds they took (its cost)."""
 
     def plugin(self, strategy: str) -> strategies.StrategyPlugin | None:
         """The strategy's own agents, when it brings them (`PLUGINS`); None for none, raw, reflect and lle."""
@@ -207,9 +217,11 @@ class Flywheel:
 
         `lle` episodes are offered the library's active skills and run under their family's active
         context recipe (both frozen during the batch), unless `skills` or `levers` say otherwise (A/B
-        replays); other strategies run under the run's levers. A plugin strategy's episodes run its own policy
-        and levers unless `policy` and `levers` say otherwise; `serial` runs them here, one after another (an
-        explorer's budget is checked between episodes, and its loaded model is reused)."""
+        replays); a governed train batch withholds the skills from `skills_withhold` of its small worlds, chosen by
+        seed, and records each episode's arm in its levers; other strategies run under the run's levers. A plugin
+        strategy's episodes run its own policy and levers unless `policy` and `levers` say otherwise; `serial` runs
+        them here, one after another (an explorer's budget is checked between episodes, and its loaded model is
+        reused)."""
         train = label.split("/")[1] == "train"  # a round's train batch or one of its group's attempts
         poisoned = self.config.scenario == "poison" and train
         options = {"wrapper": poison.WRAPPER_ID} if poisoned else {}
@@ -238,12 +250,20 @@ class Flywheel:
             factory = poison.ArmPolicyFactory(factory)
 
         with Store(db_path) as db:
+            measured = None
             if skills is None and strategy in strategies.GOVERNED:
-                skills = strategies.SkillsOffer(str(db_path), cache=self.cache)
+                # A train batch withholds the library's skills from a share of its small worlds, chosen by seed:
+                # the `without` arm of each skill's measured use (`SkillLibrary.usefulness`).
+                withhold = self.config.skills_withhold if train else 0.0
+                skills = strategies.SkillsOffer(str(db_path), cache=self.cache, withhold=withhold,
+                                                seed=self.config.seed, salt=label)
+                measured = skills if withhold > 0 else None
             chosen: Levers | Callable[[SmallWorld], Levers] = levers or self.config.levers
-            if levers is None and strategy == "lle":
+            if levers is None and strategy in strategies.LLE:
                 in_force = functools.cache(RecipeBook(db, base=self.config.levers).levers_for)  # one read per family
                 chosen = lambda sw: in_force(sw.family)  # noqa: E731
+            if strategy in strategies.GOVERNED:
+                chosen = skills_arm(chosen, measured)
             return run_many(
                 worlds, factory, store=db, workers=self.config.workers,
                 context_builder_factory=strategies.StrategyBuilderFactory(strategy, str(db_path), self.model_path,
@@ -269,6 +289,16 @@ class Flywheel:
         from lle.runtime.ray_executor import RayBackend
 
         return RayBackend(self.config.workers, address=self.config.ray_address)
+
+    def retire_useless(self, db_path: Path) -> None:
+        """Retire the active skills whose measured use (offered against withheld, on the train episodes since their
+        activation) is shown to be nil or harmful; a retired skill stays retired, so a resumed round retires once."""
+        if not self.config.skills_withhold or not db_path.exists():
+            return
+        from lle.carriers.skills import SkillLibrary
+
+        with Store(db_path) as db:
+            SkillLibrary(db, actor=f"flywheel:{self.config.id}").retire_useless(f"flywheel:{self.config.id}")
 
     def route(self, strategy: str, db_path: Path, groups: list[list[Experience]], label: str) -> None:
         """What `strategy` keeps of a round's train groups (the attempts at each small world), each routed
@@ -319,6 +349,9 @@ class Flywheel:
         others sampled (`rN/train/aK`); one resumable batch per attempt. Returns the groups, in draw order."""
         attempts = [self.phase(strategy, db_path, f"r{round_}/train" + (f"/a{k}" if k else ""), worlds, attempt=k)
                     for k in range(self.config.group_size)]
+        if strategy in strategies.LLE and extractor.explores(self.config, strategy):  # joins each world's group
+            self.explored[strategy, round_] = extractor.explore(self, strategy, db_path, round_, worlds)
+            attempts.append(self.explored[strategy, round_])
         return [list(group) for group in zip(*attempts, strict=True)]
 
     def chosen(self, name: str, pick: Callable[[], list[str]]) -> list[str]:
@@ -350,19 +383,24 @@ class Flywheel:
 
         with Store(db_path) as db:
             library = SkillLibrary(db, actor=f"flywheel:{self.config.id}")
-            ids = self.chosen(f"r{round_}-skills", lambda: [
-                s.item_id for s in library.skills() if s.state is SkillState.candidate][:MAX_SKILL_REPLAYS])
+            waiting = [s for s in library.skills() if s.state is SkillState.candidate]
+            ids = self.chosen(chosen_name(strategy, f"r{round_}-skills"), lambda: [
+                *[s.item_id for s in waiting if s.program is None][:MAX_SKILL_REPLAYS],
+                *[s.item_id for s in waiting if s.program is not None][:MAX_PROGRAM_CHECKS]])
             candidates = [library.get(i) for i in ids]
             pairs_needed = library.config.skills_min_pairs
         for skill in candidates:
+            world = skill.descriptor.world  # a program is checked on the world it was written for
             worlds = suite.draw_for_skill(self.suite, skill.item.scope.family or "", pairs_needed,
                                           seed=self.config.seed, round_=round_, max_steps=self.config.max_steps,
-                                          levels=levels)
+                                          levels=levels, world=world)
             if not worlds:
                 continue
-            # Named by the skill's name, not its item id: a rerun of the same config mines other ids.
+            # Named by the skill's name, not its item id: a rerun of the same config mines other ids. The programs
+            # of one world are checked on the same small worlds: their no-skill arm is played once.
             label = f"r{round_}/skill/{skill.name}-v{skill.descriptor.version}"
-            without = self.phase(strategy, db_path, f"{label}/without", worlds,
+            alone = f"r{round_}/skill/{skill.name}" if world is not None else label
+            without = self.phase(strategy, db_path, f"{alone}/without", worlds,
                                  skills=strategies.SkillsOffer(str(db_path), only=(), cache=self.cache))
             with_skill = self.phase(strategy, db_path, f"{label}/with", worlds,
                                     skills=strategies.SkillsOffer(str(db_path), (skill.item_id,), self.cache))
@@ -372,7 +410,7 @@ class Flywheel:
                     library.decide(skill.item_id, list(zip(without, with_skill, strict=True)))
 
     def validate_recipes(self, db_path: Path, round_: int, train: list[Experience],
-                         levels: suite.Levels | None = None) -> None:
+                         levels: suite.Levels | None = None, strategy: str = "lle") -> None:
         """Failure attribution over the round's train episodes proposes context recipes; each candidate is
         A/B replayed on fresh train small worlds of its family (under the recipe in force, then under the
         candidate) and the replay gate decides once. Arms are resumable batches named by the candidate."""
@@ -380,7 +418,8 @@ class Flywheel:
             book = RecipeBook(db, base=self.config.levers, actor=f"flywheel:{self.config.id}")
             for family in sorted({e.small_world.family for e in train}):
                 book.propose_from(family, train)
-            ids = self.chosen(f"r{round_}-recipes", lambda: [c.id for c in book.oldest_per_family(MAX_RECIPE_REPLAYS)])
+            ids = self.chosen(chosen_name(strategy, f"r{round_}-recipes"),
+                              lambda: [c.id for c in book.oldest_per_family(MAX_RECIPE_REPLAYS)])
             known = {item.id: item for item, _state in book.items().values()}
             candidates = [known[i] for i in ids]
             current = {c.id: book.levers_for(c.scope.family or "") for c in candidates}
@@ -392,8 +431,8 @@ class Flywheel:
             if not worlds:
                 continue
             label = f"r{round_}/recipe/{family}-{item.id[-8:]}"
-            before = self.phase("lle", db_path, f"{label}/in-force", worlds, levers=current[item.id])
-            after = self.phase("lle", db_path, f"{label}/candidate", worlds,
+            before = self.phase(strategy, db_path, f"{label}/in-force", worlds, levers=current[item.id])
+            after = self.phase(strategy, db_path, f"{label}/candidate", worlds,
                                levers=levers_of(item).model_copy(update={"recipe": item.id}))
             with Store(db_path) as db:
                 book = RecipeBook(db, base=self.config.levers, actor=f"flywheel:{self.config.id}")
@@ -429,10 +468,13 @@ class Flywheel:
                 self.curriculum += curriculum.choices(strategy, round_, levels, moves, attempts)
                 curriculum.record(self.folder, self.curriculum)
                 self.route(strategy, db_path, groups, f"r{round_}/train")
+                if strategy in strategies.LLE:  # programs from the verified train successes, checked just below
+                    extractor.extract(self, strategy, db_path, round_, self.explored.get((strategy, round_), []))
                 if strategy in strategies.GOVERNED:  # a population's pooled skills face the same replay gate
+                    self.retire_useless(db_path)  # the skills active this round, judged by their measured use
                     self.validate_skills(db_path, round_, levels, strategy)
-                if strategy == "lle":
-                    self.validate_recipes(db_path, round_, attempts, levels)
+                if strategy in strategies.LLE:
+                    self.validate_recipes(db_path, round_, attempts, levels, strategy)
                 if self.config.curriculum:  # from the round's stored outcomes: a resumed run moves alike
                     levels, moves = curriculum.step(self.suite, levels, attempts, self.config.band)
                 if self.config.eval_rounds == "each" or round_ == self.config.rounds:
@@ -445,6 +487,24 @@ class Flywheel:
                     self.phase(strategy, db_path, f"r{round_}/watch", self.watch_worlds)
                     monitor.check(self.folder, self.config, self.watch_worlds, round_)
         (self.folder / "finished_at").write_text(utcnow().isoformat())
+
+
+def chosen_name(strategy: str, name: str) -> str:
+    """A round's record of the candidates it replays, one per strategy (each has its own store and ids); `lle`'s
+    keeps the name runs made before others replayed too."""
+    return name if strategy == "lle" else f"{strategy}-{name}"
+
+
+def skills_arm(levers: Levers | Callable[[SmallWorld], Levers],
+               offer: strategies.SkillsOffer | None) -> Callable[[SmallWorld], Levers]:
+    """The levers of each small world with its arm of the skills' measured use recorded (`Levers.skills_arm`, kept
+    with the episode): `without` where `offer` withholds the skills, else `with`; no arm when `offer` is None."""
+    def chosen(sw: SmallWorld) -> Levers:
+        base = levers(sw) if callable(levers) else levers
+        arm = None if offer is None else "without" if offer.withholds(sw) else "with"
+        return base if base.skills_arm == arm else base.model_copy(update={"skills_arm": arm})
+
+    return chosen
 
 
 def planned_episodes(config: RunConfig, *, attempts: bool = True) -> int:

@@ -75,7 +75,8 @@ class SkillAwarePolicy:
     def __init__(self, plan: Sequence[ActionRequest], skills: Sequence[Skill], *,
                  trust: Literal["full", "first"] = "full", name: str = "skill-aware") -> None:
         self.plan, self.position, self.trust = list(plan), 0, trust
-        self.skills = sorted(skills, key=lambda s: (-len(s.descriptor.calls), s.name))
+        # A program skill is the runtime's to run (first, by the fast path); this player calls macros.
+        self.skills = sorted((s for s in skills if s.program is None), key=lambda s: (-len(s.descriptor.calls), s.name))
         self.info = PolicyInfo(model=name, params={"trust": trust, "skills": [s.item_id for s in self.skills]})
 
     def _bind(self, skill: Skill) -> dict[str, JsonValue] | None:

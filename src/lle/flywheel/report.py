@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from lle.config import RunConfig
-from lle.flywheel.evaluate import RunResults, paired_verdicts, table
+from lle.flywheel.evaluate import RunResults, paired_verdicts, skills_hurt, table
 from lle.flywheel.suite import SNAPSHOT
 from lle.flywheel.verdict import interval, wilson
+from lle.governance.intervals import signed_number
 from lle.workspace import resolve
 
 REPORT = "report"
@@ -354,7 +355,7 @@ def run_sections(res: RunResults, folder: Path, verdicts: list[dict[str, object]
         figure(worlds_svg(res), "Held-out success per round and world."),
         figure(curriculum_svg(folder), "Curriculum level per family and round (from curriculum.jsonl)."),
         figure(growth_svg(res), "Carrier growth per round, and held-out steps per solved task."),
-        _carriers_html(res), _adapters_html(res), _revoked_html(res, link), _poison_html(res),
+        _carriers_html(res), _skills_html(res), _adapters_html(res), _revoked_html(res, link), _poison_html(res),
         f"<h2>Config</h2><pre>{html.escape(json.dumps(res.config.model_dump(mode='json'), indent=2))}</pre>",
     ]
     return "\n".join(p for p in parts if p)
@@ -370,6 +371,37 @@ def _carriers_html(res: RunResults) -> str:
     gate_rows = [{"decision": d, **{s: res.gates[s].get(d, 0) for s in res.gates}} for d in decisions]
     gates = html_table(gate_rows, [("decision", "gate: decision"), *[(s, s) for s in res.gates]]) if decisions else ""
     return f"<h2>Active carrier items after the last round</h2>{active}<h2>Gate decisions</h2>{gates}"
+
+
+SKILL_COLUMNS = [("skill", "skill"), ("version", "version"), ("state", "state"), ("source", "source"),
+                 ("with", "offered: solved"), ("without", "withheld: solved"),
+                 ("difference_points", "difference (points)"), ("ci95_points", "95 % interval (points)"),
+                 ("judged", "judged")]
+
+
+def skills_summary(rows: Sequence[dict[str, Any]]) -> str:
+    """The share of negative transfer, "skills that hurt: K of N (x %)", of the skills judged (enough episodes in
+    both arms, or retired for their use)."""
+    hurt, judged = skills_hurt(rows)
+    return f"skills that hurt: {hurt} of {judged} ({f'{100 * hurt / judged:.0f} %' if judged else DASH})"
+
+
+def _skills_html(res: RunResults) -> str:
+    if not res.skills:
+        return ""
+    parts = ["<h2>Skills and their measured use</h2><p>Each skill that was active: its family's train episodes "
+             f"offered the library's skills against the {100 * res.config.skills_withhold:g} % withheld them (chosen "
+             "by seed), since its activation; the difference in success with Newcombe's 95 % interval, in points. "
+             "A skill with too few episodes in either arm is not judged; one whose interval lies at or below 0 is "
+             "retired. Hurt: judged, and worse with it (negative transfer).</p>"]
+    for strategy, rows in res.skills.items():
+        shown = [{**r, "ci95_points": points(r.get("ci95_points")), "judged": "yes" if r.get("decided") else "no",
+                  "difference_points": signed_number(float(str(r.get("difference_points", 0.0)))),
+                  "state": f"{r['state']} (for its use)" if r.get("retired_for_use") else r["state"]} for r in rows]
+        head = f"<h3>{html.escape(strategy)}</h3>" if len(res.skills) > 1 else ""
+        body = html_table(shown, SKILL_COLUMNS) if rows else "<p>No skill was active.</p>"
+        parts.append(f"{head}<p>{html.escape(skills_summary(rows))}</p>{body}")
+    return "".join(parts)
 
 
 ADAPTER_COLUMNS = [("round", "round"), ("adapter", "adapter"), ("method", "method"), ("rows", "rows"),
@@ -427,7 +459,11 @@ def write_report(res: RunResults, workspace: str | Path | None = None) -> Path:
                                                      "carriers": res.carriers, "gates": res.gates,
                                                      "revoked": res.revoked, "growth": res.growth,
                                                      "curriculum": read_curriculum(run),
-                                                     "poison": res.poison, "adapters": res.adapters}, indent=2))
+                                                     "poison": res.poison, "adapters": res.adapters,
+                                                     "skills": res.skills,
+                                                     "skills_hurt": {s: dict(zip(("hurt", "judged"), skills_hurt(r),
+                                                                                 strict=True))
+                                                                     for s, r in res.skills.items()}}, indent=2))
     body = run_sections(res, run, verdicts)
     if suite:
         body += "<h2>Suite</h2><pre>" + html.escape(json.dumps(suite, indent=2)) + "</pre>"

@@ -30,15 +30,18 @@ from lle.store import Store
 if TYPE_CHECKING:
     from lle.carriers.memory import MemoryCarrier
 
-STRATEGIES = ("none", "raw", "reflect", "lle")
+STRATEGIES = ("none", "raw", "reflect", "lle", "lle-self")
 """The strategies `lle run --compare` runs side by side."""
-COMPARE_ORDER = ("none", "lle", "raw", "reflect")
+COMPARE_ORDER = ("none", "lle", "lle-self", "raw", "reflect")
 """The order `--compare` runs them in (one strategy after another): lle right after the shared round 0, so a run
 cut short still pairs lle with none; the baselines it must also beat come next."""
 WITH_INPUT = {"population": "--population FILE"}
 """Strategies that need an input of their own; they join a run only when it is given."""
-GOVERNED = ("lle", "population")
+GOVERNED = ("lle", "lle-self", "population")
 """Strategies whose train experiences go through the update router's gates (and whose retrieval is governed)."""
+LLE = ("lle", "lle-self")
+"""`lle` and `lle-self`: the same loop (recipes, skill checks, an extractor writing programs), except that
+`lle-self`'s extractor is its own acting model (what a model learns on its own, beside what it is taught)."""
 RAW_K = 2
 LESSON_TOKENS = 64
 """What a `reflect` lesson may cost to write (one or two sentences)."""
@@ -198,14 +201,27 @@ class StrategyBuilderFactory:
 @dataclass(frozen=True)
 class SkillsOffer:
     """Picklable: the skills an episode is offered: the library's active ones for the small world, or
-    exactly the skills `only` names (a skill's A/B replay: `()` for one arm, `(ITEM,)` for the other)."""
+    exactly the skills `only` names (a skill's A/B replay: `()` for one arm, `(ITEM,)` for the other).
+
+    With `withhold` (a governed train batch), that share of small worlds, chosen by `withheld(seed, small world,
+    salt)`, is offered nothing: the `without` arm of each skill's measured use (`SkillLibrary.usefulness`)."""
 
     db_path: str
     only: tuple[str, ...] | None = None
     cache: WorkerCache = field(default_factory=WorkerCache, compare=False, repr=False)
+    withhold: float = 0.0
+    """The share of small worlds withheld the library's skills; 0: none."""
+    seed: int = 0
+    """The run's seed: two runs with the same seed withhold the same episodes."""
+    salt: str = ""
+    """The batch's label (`rN/train/aK`): each attempt of a group draws apart."""
+
+    def withholds(self, small_world: SmallWorld) -> bool:
+        """Whether this small world's episode is played without the library's skills (the `without` arm)."""
+        return self.only is None and withheld(self.seed, small_world.id, self.salt, self.withhold)
 
     def __call__(self, small_world: SmallWorld) -> list[Any]:
-        if not Path(self.db_path).exists():
+        if not Path(self.db_path).exists() or self.withholds(small_world):
             return []
         from lle.carriers.skills import SkillLibrary
 
@@ -281,6 +297,15 @@ class BatchedPolicyFactory:
         seed = self.seed if self.temperature == 0 else self.seed + stable_seed(small_world.id)
         policy: Policy = self.decoder.policy(small_world, temperature=self.temperature, seed=seed, lean=self.lean)
         return policy
+
+
+def withheld(seed: int, small_world_id: str, salt: str, fraction: float) -> bool:
+    """Whether a governed train episode is withheld the library's skills: the sha256 of (run seed, small world,
+    batch label) below `fraction`, the same on every machine, run and resume."""
+    if fraction <= 0:
+        return False
+    digest = hashlib.sha256(f"{seed}\x00{small_world_id}\x00{salt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") < fraction * (1 << 64)
 
 
 def stable_seed(text: str) -> int:

@@ -396,11 +396,11 @@ def draw_watch(suite: Suite, n: int, *, seed: int, max_steps: int | None = None)
     return out
 
 
-def draw_for_skill(suite: Suite, family_name: str, n: int, *, seed: int, round_: int,
-                   max_steps: int | None = None, levels: Levels | None = None) -> list[SmallWorld]:
-    """`n` train small worlds of the suite's worlds of `family_name`, for an A/B replay (skill or recipe),
-    drawn apart from the round's train draw; empty when the suite has no world of that family."""
-    worlds = [e for e in strata(suite) if family(e.id).family == family_name]
+def draw_for_skill(suite: Suite, family_name: str, n: int, *, seed: int, round_: int, max_steps: int | None = None,
+                   levels: Levels | None = None, world: str | None = None) -> list[SmallWorld]:
+    """`n` train small worlds of the suite's worlds of `family_name` (only `world`, when given: a program skill's),
+    for an A/B replay (skill or recipe), drawn apart from the round's train draw; empty when the suite has none."""
+    worlds = [e for e in strata(suite) if family(e.id).family == family_name and world in (None, e.id)]
     if not worlds:
         return []
     out = []

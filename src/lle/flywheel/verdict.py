@@ -18,6 +18,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# Below the carriers since a skill's measured use prints its interval too; re-exported here, where callers know them.
+from lle.governance.intervals import MINUS as MINUS
+from lle.governance.intervals import Z95 as Z95
+from lle.governance.intervals import interval as interval
+from lle.governance.intervals import wilson as wilson
+
 ALPHA = 0.05
 MIN_DECIDABLE = 6
 """Fewer paired tasks than this can never reach p < 0.05 (even 5 discordant pairs one way give p = 0.0625)."""
@@ -37,19 +43,6 @@ def mcnemar_exact(b: int, c: int) -> float:
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
     return min(1.0, 2 * tail / (1 << n))  # exact integer division: no overflow for large n
-
-
-Z95 = 1.959964
-
-
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """95 % Wilson score interval of a proportion; (0, 1) when there is no sample."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def newcombe_paired(both: int, b: int, c: int, neither: int) -> tuple[float, float]:
@@ -128,21 +121,6 @@ class Verdict:
                 "ci95_points": [round(self.ci95[0], 1), round(self.ci95[1], 1)], "time_capped": self.time_capped,
                 "decidable": self.decidable, "rounds": list(self.rounds) if self.rounds else None,
                 "sentence": self.sentence}
-
-
-MINUS = "\u2212"
-"""The minus sign intervals print with (U+2212), in the viewer, the report and the verdict's sentence."""
-
-
-def interval(low: float, high: float, *, signed: bool = True, digits: int = 1) -> str:
-    """An interval as people read it: "\u221212.6 to +25.8" (signed, one decimal, the word "to"); `signed=False`
-    for rates (0–1), which are never negative: "0.34 to 1.00"."""
-    def number(value: float) -> str:
-        value = round(value, digits) + 0.0  # no "-0.0"
-        text = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-        return text.replace("-", MINUS)
-
-    return f"{number(low)} to {number(high)}"
 
 
 def paired_verdict(strategy: str, baseline: str, pairs: Sequence[tuple[bool, bool]], *,

@@ -31,6 +31,7 @@ from lle.core import (
     VerificationLevel,
 )
 from lle.evidence.evidence import lesson_level
+from lle.governance import intervals
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,32 @@ def skills_monitor_gate(uses: int, successes: int, baseline: float, *, config: G
         return GateResult(name="skills_monitor", passed=False, reasons=[
             f"{summary}: dropped {baseline - rate:.2f} > {config.skills_retire_drop:.2f}"])
     return GateResult(name="skills_monitor", passed=True, reasons=[summary])
+
+
+def skills_usefulness_gate(with_n: int, with_passed: int, without_n: int, without_passed: int, *,
+                           config: GateConfig = DEFAULT) -> GateResult:
+    """An active skill stays while its measured use is not shown to be nil or harmful: train episodes offered the
+    library's skills (`with`) against those that were withheld them (`without`), unpaired. It fails when both arms
+    have at least `skills_min_pairs` episodes and the 95 % interval of the difference in success (Newcombe's, from
+    two Wilson intervals) lies at or below 0; its reason carries the figures."""
+    figures = usefulness_figures(with_n, with_passed, without_n, without_passed)
+    if min(with_n, without_n) < config.skills_min_pairs:
+        return GateResult(name="skills_usefulness", passed=True, reasons=[
+            f"{figures}: {config.skills_min_pairs} episodes in each arm are needed to judge it"])
+    _, high = intervals.newcombe_unpaired(with_passed, with_n, without_passed, without_n)
+    if high <= 0:
+        return GateResult(name="skills_usefulness", passed=False, reasons=[
+            f"{figures}: no use shown, the interval lies at or below 0"])
+    return GateResult(name="skills_usefulness", passed=True, reasons=[figures])
+
+
+def usefulness_figures(with_n: int, with_passed: int, without_n: int, without_passed: int) -> str:
+    """Both arms, the difference in success and its 95 % interval, in points: "with 3/12, without 7/10:
+    −28.3 points (−61.0 to +4.4)"."""
+    low, high = intervals.newcombe_unpaired(with_passed, with_n, without_passed, without_n)
+    diff = (with_passed / with_n if with_n else 0.0) - (without_passed / without_n if without_n else 0.0)
+    return (f"with {with_passed}/{with_n}, without {without_passed}/{without_n}: "
+            f"{intervals.signed_number(100 * diff)} points ({intervals.interval(100 * low, 100 * high)})")
 
 
 # --- verifier cases and the dataset (lle.carriers.verifier_cases, lle.carriers.dataset) ---------------

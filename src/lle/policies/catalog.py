@@ -207,6 +207,11 @@ def find(spec: ModelSpec, workspace: str | Path | None = None) -> Path | None:
     return pulled if pulled.is_file() else None
 
 
+def strongest_present(workspace: str | Path | None = None) -> str | None:
+    """The strongest catalog model whose file is here (the catalog lists them weakest first), else None."""
+    return next((spec.name for spec in reversed(CATALOG.values()) if find(spec, workspace) is not None), None)
+
+
 def locate(name: str, workspace: str | Path | None = None) -> Path:
     """The verified file of catalog model `name`; `ModelError` says how to get it when absent."""
     spec = get_spec(name)

@@ -244,6 +244,7 @@ class LlamaPolicy:
         self.sha256 = sha256
         self.temperature = temperature
         self.seed = seed
+        self.last_completion_tokens = 0
         self.n_ctx = n_ctx
         self.n_threads = n_threads or threads_from_env()
         self.max_tokens = max_tokens
@@ -333,17 +334,20 @@ class LlamaPolicy:
         """The prompt `act` records for `messages`: the chat template's text, else the messages as JSON."""
         return self._render(messages) if self._render is not None else messages_text(messages)
 
-    def write(self, prompt: str, max_tokens: int = 96) -> str:
-        """Free text for `prompt`, greedy (the `reflect` baseline's self-written lesson): no grammar, no action."""
+    def write(self, prompt: str, max_tokens: int = 96, *, temperature: float = 0.0, seed: int | None = None) -> str:
+        """Free text for `prompt`: no grammar, no action (the `reflect` baseline's lesson, greedy; an extractor's
+        program, sampled at `temperature` with `seed`). `last_completion_tokens` counts what it cost."""
         with self._lock:
             if not self.reuse_prefix:
                 self.llm.reset()
             try:
                 result = self.llm.create_chat_completion(messages=[{"role": "user", "content": prompt}],
-                                                         temperature=0.0, seed=self.seed, max_tokens=max_tokens,
-                                                         repeat_penalty=self.repeat_penalty)
+                                                         temperature=temperature,
+                                                         seed=self.seed if seed is None else seed,
+                                                         max_tokens=max_tokens, repeat_penalty=self.repeat_penalty)
             except (ValueError, RuntimeError) as err:
                 raise PolicyBackendError(f"{self.model_id} could not write: {err}; shorten the prompt") from err
+        self.last_completion_tokens = int(result.get("usage", {}).get("completion_tokens", 0))
         return str(result["choices"][0]["message"].get("content") or "").strip()
 
     def act(self, context: Context) -> tuple[ActionRequest, LLMCall]:

@@ -150,14 +150,16 @@ class OpenAIPolicy:
             "max_tokens": self.max_tokens, "mode": self.mode,
         })
 
-    def write(self, prompt: str, max_tokens: int = 96) -> str:
-        """Free text for `prompt` at temperature 0 (the `reflect` baseline's self-written lesson)."""
+    def write(self, prompt: str, max_tokens: int = 96, *, temperature: float = 0.0, seed: int | None = None) -> str:
+        """Free text for `prompt` (the `reflect` baseline's lesson at temperature 0; an extractor's program)."""
         try:
             kwargs: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
-                                      "temperature": 0.0, "max_tokens": max_tokens}
-            if self.seed is not None:
-                kwargs["seed"] = self.seed
+                                      "temperature": temperature, "max_tokens": max_tokens}
+            if (seed if seed is not None else self.seed) is not None:
+                kwargs["seed"] = seed if seed is not None else self.seed
             response = self.client.chat.completions.create(**kwargs)
+            usage = getattr(response, "usage", None)
+            self.last_completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
             return str(response.choices[0].message.content or "").strip()
         except (openai.OpenAIError, IndexError, AttributeError) as err:
             raise PolicyBackendError(f"server {self.where} could not write: {err}; check the server") from err

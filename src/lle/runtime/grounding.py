@@ -193,7 +193,8 @@ class Grounded:
 
 
 class SkillTool(Protocol):
-    """A skill offered as one more tool, which the harness expands into tool calls (`lle.carriers.skills`)."""
+    """A skill offered as one more tool, which the harness expands into tool calls (`lle.carriers.skills`):
+    a macro's fixed calls, or the calls a program makes one by one."""
 
     @property
     def item_id(self) -> str: ...
@@ -205,6 +206,11 @@ class SkillTool(Protocol):
     @property
     def size(self) -> int:
         """Tool calls in the macro."""
+        ...
+
+    @property
+    def program(self) -> str | None:
+        """A program skill's source, which the harness runs instead of a macro (`lle.runtime.programs`)."""
         ...
 
     def call(self, n: int, args: Mapping[str, JsonValue], *, goal: str,

@@ -36,6 +36,7 @@ from lle.core import (
 )
 from lle.errors import WorldError
 from lle.policies import policy_info, policy_spec, start_episode
+from lle.runtime import programs
 from lle.runtime.grounding import Grounded, Grounder, SkillTool
 from lle.runtime.levers import LeverState, NothingLeft
 from lle.runtime.recorder import Assessor, NullRecorder, Recorder, StoreRecorder
@@ -109,7 +110,8 @@ class Episode:
     steps, oldest first): the world is rebuilt from its seed,
     the history's executed actions are replayed and each replayed observation must equal the
     recorded one (else `WorldError`), then the loop continues after the last committed step.
-    `skills` are offered as extra tools; a call to one is expanded into its tool calls (`_expand`).
+    `skills` are offered as extra tools; a call to one is expanded into its tool calls (`_expand`). The first
+    offered program skill runs before the policy's first step (the fast path, `_program_first`).
     """
 
     def __init__(
@@ -159,6 +161,7 @@ class Episode:
             ended = stop_of(self.history[-1]) if self.history else None
             if ended is not None:
                 raise ended  # killed after its last step was committed, before the experience was
+            self._program_first()
             while True:
                 self._step()
         except Stop as stop:
@@ -218,6 +221,9 @@ class Episode:
             step = Step(index=index, context_refs=[*refs, skill.item_id], llm=llm, request=request,
                         executed=malformed.executed, effect=malformed.effect, feedback=interventions)
             self._commit(step, self._stop_after(index, malformed))
+        if skill.program is not None:
+            self._run_program(skill, request, index, [*refs, skill.item_id], llm, interventions)
+            return
         observations = [self.observation]  # bound slots read the goal or what the macro has seen so far
         for n in range(skill.size):
             call = skill.call(n, request.args, goal=self.small_world.goal, observations=observations)
@@ -235,6 +241,58 @@ class Episode:
             self._commit(step, self._stop_after(index + n, grounded))
             if failed:
                 return
+
+    def _program_first(self) -> None:
+        """The fast path: a fresh episode runs its first offered program skill before the policy acts (its first
+        step says which fired); a resumed one runs on the program its last committed step was in the middle of."""
+        if self.history:
+            found = programs.running(self.history)
+            skill = next((s for s in self.grounder.skills.values() if found and s.item_id == found[2]), None)
+            if found is not None and skill is not None and skill.program is not None:
+                start, request, _ = found
+                done = self.history[start:]
+                self._run_program(skill, request, start, list(done[0].context_refs), None, [],
+                                  [s.request for s in done])
+            return
+        for name, skill in self.grounder.skills.items():
+            if skill.program is not None:
+                request = ActionRequest(tool=name, thought="fast path: the runtime runs the offered program skill "
+                                                           "before the policy acts")
+                fired = Feedback(source="runtime", kind=programs.FIRED, content={"skill": skill.item_id})
+                self._run_program(skill, request, 0, [skill.item_id], None, [fired])
+                return
+
+    def _run_program(self, skill: SkillTool, request: ActionRequest, start: int, refs: list[str],
+                     llm: LLMCall | None, first: list[Feedback], made: Sequence[ActionRequest] = ()) -> None:
+        """A program skill's calls from `start` (`made`: those already committed, on resume), each grounded and
+        committed as its own step; a denied or failed call, or the program's failure (a denied step that says
+        why), ends it. A call the grounder finds malformed is denied instead: a program's mistake is not the
+        policy's, and the episode goes on."""
+        assert skill.program is not None
+        runner, made = programs.ProgramRunner(skill.program), list(made)
+        while True:
+            observations = [s.effect.observation for s in self.history[start:start + len(made)]]
+            call = runner.next_call(self.small_world.goal, observations, made)
+            if call is None:
+                return
+            if isinstance(call, str):
+                grounded = self.grounder.deny(request, call)
+            else:
+                call = call.model_copy(update={"thought": f"{request.tool}: program call {len(made) + 1}"})
+                grounded = self.grounder.ground(call)
+                if grounded.failure == "malformed":
+                    grounded = self.grounder.deny(call, grounded.effect.error or "malformed call")
+            failed = not grounded.executed.allowed or grounded.executed.status is ActionStatus.error
+            index = start + len(made)
+            step = Step(index=index, context_refs=refs, llm=llm if not made else None,
+                        request=request if isinstance(call, str) else call, executed=grounded.executed,
+                        effect=grounded.effect, feedback=[*(first if not made else []), *grounded.feedback,
+                                                          programs.note(skill.item_id, request, len(made) + 1,
+                                                                        stopped=failed)])
+            self._commit(step, self._stop_after(index, grounded))
+            if failed or isinstance(call, str):
+                return
+            made.append(call)
 
     def _commit(self, step: Step, stop: Stop | None) -> None:
         if stop is not None:

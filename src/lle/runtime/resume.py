@@ -6,9 +6,12 @@ Its own module because it needs both the harness (`Episode`) and the recorder, w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from lle.core import ContextBuilder, Experience, Policy
 from lle.errors import InvalidInputError
 from lle.policies import load_policy, policy_info
+from lle.runtime.grounding import SkillTool
 from lle.runtime.harness import Episode
 from lle.runtime.recorder import Assessor, OnCommit, StoreRecorder
 from lle.store import Store
@@ -26,13 +29,15 @@ def resume(
     on_commit: OnCommit | None = None,
     record_timings: bool = True,
     assess: Assessor | None = None,
+    skills: Sequence[SkillTool] = (),
 ) -> Experience:
     """Continue a killed episode from its last committed step and return its experience.
 
     The world is rebuilt from the recorded small world, seed and world options; the committed
     steps' executed actions are replayed and must give the recorded observations. The policy is
     `policy`, else rebuilt from the recorded spec (a scripted policy's sha256 must still match).
-    An already finished episode is returned as stored.
+    An already finished episode is returned as stored. `skills`: those the episode was offered (a program
+    skill killed in the middle of its calls runs on from the committed ones).
     """
     record = get_episode(store, episode_id)
     if is_finished(store, episode_id):
@@ -56,4 +61,5 @@ def resume(
         episode_id=episode_id, world=world, world_options=record.world_options, resume=True,
         history=store.steps_of(episode_id), expected_initial_observation=record.initial_observation,
         record_timings=record_timings, batch=record.batch, batch_key=record.batch_key, levers=record.levers,
+        skills=skills,
     ).run()

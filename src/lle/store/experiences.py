@@ -75,3 +75,17 @@ def feedback_outcomes(store: Store, kind: str, skill: str) -> list[tuple[str, st
         "SELECT DISTINCT s.experience_id, e.outcome FROM steps s JOIN experiences e ON e.id = s.experience_id"
         f" WHERE {feedback} ORDER BY s.experience_id", (skill, kind, skill))
     return [(str(i), str(o)) for i, o in rows]
+
+
+def skills_arms(store: Store, family: str) -> list[tuple[str, str, str, str, str]]:
+    """(experience id, skills arm, outcome, small world JSON, episode start) of the family's stored train
+    experiences whose episode recorded the arm of the skills' measured use in its levers (`Levers.skills_arm`),
+    in start order."""
+    if store.dialect == "postgres":
+        arm = "e.runtime::jsonb -> 'levers' ->> 'skills_arm'"
+    else:
+        arm = "json_extract(e.runtime, '$.levers.skills_arm')"
+    rows = store.conn.execute(
+        f"SELECT x.id, {arm}, x.outcome, e.small_world, e.started_at FROM episodes e JOIN experiences x ON x.id = e.id"
+        f" WHERE x.family = ? AND x.split = 'train' AND {arm} IS NOT NULL ORDER BY e.rowid", (family,))
+    return [(str(i), str(a), str(o), str(w), str(t)) for i, a, o, w, t in rows]

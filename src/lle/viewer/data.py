@@ -232,7 +232,7 @@ def carriers(src: Source, show_all: bool = False) -> dict[str, list[ItemRow]]:
     """Every carrier's items with their state; only the active ones unless `show_all`."""
     from lle.carriers.recipes import RecipeBook
     from lle.carriers.rules import RuleBook
-    from lle.carriers.skill_mining import render_call
+    from lle.carriers.skill_mining import skill_lines
     from lle.carriers.skills import SkillLibrary
     from lle.carriers.verifier_cases import VerifierCases
 
@@ -244,7 +244,7 @@ def carriers(src: Source, show_all: bool = False) -> dict[str, list[ItemRow]]:
         out["rules"] = [ItemRow(i, s, summary(i.content)) for i, s in RuleBook(db).items().values()]
         out["skills"] = [ItemRow(s.item, s.state.value, f"{s.name} v{s.descriptor.version}: "
                                  f"{s.descriptor.description or s.descriptor.family}",
-                                 [render_call(c) for c in s.descriptor.calls]) for s in SkillLibrary(db).skills()]
+                                 skill_lines(s.descriptor)) for s in SkillLibrary(db).skills()]
         out["context"] = [ItemRow(i, s, summary(i.content)) for i, s in RecipeBook(db).items().values()]
         out["dataset"] = [ItemRow(i, "revoked" if denied.blocks_item(i) else "active", summary(i.content))
                           for i in db.carrier_items("dataset")]
@@ -296,11 +296,11 @@ def provenance(src: Source, ref: str) -> Provenance:
         state = "revoked" if denied.blocks_item(item) else _state(updates)
         steps: list[str] = []
         if item.carrier.value == "skills":
-            from lle.carriers.skill_mining import render_call
+            from lle.carriers.skill_mining import skill_lines
             from lle.carriers.skills import SkillLibrary
 
             skill = SkillLibrary(db).get(item.id)
-            steps = [render_call(c) for c in skill.descriptor.calls]
+            steps = skill_lines(skill.descriptor)
             state = skill.state.value
     return Provenance(item, state, exps, evidence, updates, [i for i in every if i.id in item.derived_from],
                       [i for i in every if item.id in i.derived_from], denied.blocks_item(item), steps)

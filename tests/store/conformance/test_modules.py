@@ -4,9 +4,11 @@ on both backends: the SQL that differs per dialect gives the same answers."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 import pytest
 
+from lle.config import Levers
 from lle.core import (
     CarrierItem,
     CarrierKind,
@@ -18,6 +20,8 @@ from lle.core import (
     PolicyInfo,
     Scope,
     ScopeLevel,
+    SmallWorld,
+    Split,
     Strength,
 )
 from lle.errors import InvalidInputError
@@ -70,6 +74,22 @@ def test_experience_lookups(store: Store, make_experience: MakeExperience) -> No
     assert experiences.with_later_evidence(store) == [b.id]
     assert experiences.evidence_ids(store, b.id)[-1] == later.id
     assert len(store.evidence_for(b.id)) == 2 and store.get_experience(b.id) == b
+
+
+def test_the_arms_of_the_skills_measured_use(store: Store, make_experience: MakeExperience) -> None:
+    found = []
+    for arm, split, project in [("with", Split.train, "shop"), ("without", Split.train, "library"),
+                                (None, Split.train, "zoo"), ("with", Split.dev, "shop")]:
+        exp = make_experience(split=split, project=project)
+        record = EpisodeRecord(id=exp.id, small_world=exp.small_world, policy=PolicyInfo(model="scripted"),
+                               limits=Limits(), initial_observation="hi", levers=Levers(skills_arm=arm))
+        begin_episode(store, record)
+        store.append_experience(exp)
+        found.append((exp.id, arm, "pass", exp.small_world, record.started_at))
+    rows = experiences.skills_arms(store, "sql")  # train only, with an arm, in start order
+    assert [(i, a, o, SmallWorld.model_validate_json(w), datetime.fromisoformat(t)) for i, a, o, w, t in rows] == \
+        found[:2]
+    assert experiences.skills_arms(store, "toy") == []
 
 
 def test_memory_rows_vectors_utility_and_filtered_ranking(store: Store) -> None:

@@ -1,0 +1,126 @@
+"""The extractor in the default loop: programs written from verified train successes, checked by execution on fresh
+train small worlds before anyone is offered them, and never shown a held-out task (issue 42).
+
+The toy world with the oracle actor keeps these fast; the programs are the files an extractor would have written
+(`scripted:FILE.py`), so what is tested is the loop around them: the prompt, the proposal, the check, the offer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lle.carriers.skill_mining import FIRED_FEEDBACK
+from lle.carriers.skills import SkillLibrary, SkillState
+from lle.config import RunConfig
+from lle.core import Experience, Split, Update
+from lle.errors import InvalidInputError
+from lle.flywheel import extractor, loop
+from lle.flywheel.strategies import SkillsOffer
+from lle.governance.lineage import revoke
+from lle.sandbox import bwrap_available
+from lle.store import Store
+from lle.store import flywheel as flywheel_store
+
+DATA = Path(__file__).parent / "data"
+
+
+def updates_of(db: Store, item_id: str) -> list[Update]:
+    return [u for _, u in db.update_rows("skills") if u.item_id == item_id]
+
+
+def evaluated(db: Store, config: RunConfig) -> list[Experience]:
+    return [db.get_experience(i) for i in flywheel_store.batches(db, f"{config.id}/lle/r1/eval")]
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="program skills run in the bubblewrap sandbox "
+                                "(make test installs it)")
+
+
+def run(tmp_path: Path, program: Path, rounds: int = 1) -> tuple[RunConfig, Path]:
+    config = RunConfig(suite="toy", model="oracle", strategies=["lle"], rounds=rounds, train_per_round=2,
+                       eval_tasks=3, workers=1, group_size=1, max_steps=30, monitor=False,
+                       extractor=f"scripted:{program}", extractor_samples=1)
+    loop.Flywheel(config, tmp_path).run()
+    return config, loop.run_folder(config.id, tmp_path)
+
+
+def test_a_program_that_passes_its_check_is_offered_first_on_held_out_tasks(tmp_path: Path) -> None:
+    config, folder = run(tmp_path, DATA / "toy_program.py")
+    with Store(loop.strategy_db(folder, "lle")) as db:
+        library = SkillLibrary(db)
+        programs = [s for s in library.skills() if s.program is not None]
+        assert [(s.state, s.descriptor.world) for s in programs] == [(SkillState.active, "toy/keys-v1")]
+        skill = programs[0]
+        assert skill.descriptor.evidence.origin == f"extractor:scripted:{DATA / 'toy_program.py'}"
+        shown = skill.item.experience_ids
+        assert len(shown) == 1 and db.get_experience(shown[0]).small_world.split is Split.train
+        check = [u for u in updates_of(db, skill.item_id) if u.gate and u.gate.name == "skills_program_check"]
+        assert check and check[0].gate.passed and check[0].experience_ids  # the check's episodes, as evidence
+        evals = evaluated(db, config)
+    assert evals and all(any(f.kind == FIRED_FEEDBACK for f in e.steps[0].feedback) for e in evals)
+    cost = json.loads(extractor.cost_path(folder, "lle", 1).read_text())
+    assert cost["write_calls"] == 1 and cost["candidates"] == [skill.item_id] and cost["shown"] == shown
+
+
+def test_revoking_the_success_a_program_was_written_from_revokes_it_and_refuses_its_copies(tmp_path: Path) -> None:
+    _, folder = run(tmp_path, DATA / "toy_program.py")
+    with Store(loop.strategy_db(folder, "lle")) as db:
+        library = SkillLibrary(db)
+        skill = next(s for s in library.skills() if s.program is not None)
+        exported = library.export(skill.item_id)
+        with Store(tmp_path / "other.db") as other:  # a copy taken before the revocation, in another store
+            copy = SkillLibrary(other).import_descriptor(exported, actor="person")
+        revoke(db, skill.item.experience_ids[0], "that episode's verifier was wrong", "person")
+        assert SkillLibrary(db).get(skill.item_id).state is SkillState.revoked
+        sw = db.get_experience(skill.item.experience_ids[0]).small_world
+        assert SkillsOffer(str(loop.strategy_db(folder, "lle")))(sw.model_copy(update={"split": Split.dev})) == []
+        with pytest.raises(InvalidInputError, match="revoked"):  # its copy, renamed, does not come back in
+            SkillLibrary(db).import_descriptor({**exported, "name": "walk_rooms"}, actor="person")
+    with Store(tmp_path / "other.db") as other:  # the copy is a candidate there: it must pass that store's check
+        assert SkillLibrary(other).get(copy.item_id).state is SkillState.candidate
+
+
+def test_a_program_that_fails_its_check_is_never_offered(tmp_path: Path) -> None:
+    denied = tmp_path / "smash.py"  # the toy world has `smash`, but no small world of it allows it
+    denied.write_text("def skill(goal, call):\n    call('smash', target='door')\n    call('submit')\n")
+    config, folder = run(tmp_path, denied)
+    with Store(loop.strategy_db(folder, "lle")) as db:
+        programs = [s for s in SkillLibrary(db).skills() if s.program is not None]
+        assert [s.state for s in programs] == [SkillState.rejected]
+        check = next(u for u in updates_of(db, programs[0].item_id) if u.op.value == "reject")
+        assert check.gate is not None and "passed 0 of" in check.gate.reasons[0]
+        tried = [db.get_experience(i) for i in check.experience_ids]
+        smashes = [s for e in tried for s in e.steps if s.request.tool == "smash"]
+        assert smashes and all(not s.executed.allowed for s in smashes)  # denied and recorded, step by step
+        evals = evaluated(db, config)
+    assert evals and not any(f.kind in (FIRED_FEEDBACK, "skill") for e in evals for s in e.steps for f in s.feedback)
+
+
+def test_no_held_out_task_reaches_the_extractor_or_a_skill_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    shown: list[Split] = []
+    checked: list[Split] = []
+    prompt_for, phase = extractor.prompt_for, loop.Flywheel.phase
+
+    def spy_prompt(exp, tools):  # type: ignore[no-untyped-def]
+        shown.append(exp.small_world.split)
+        return prompt_for(exp, tools)
+
+    def spy_phase(self, strategy, db_path, label, small_worlds, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if "/skill/" in label or label.endswith("/train/extractor"):
+            checked.extend(sw.split for sw in small_worlds)
+        return phase(self, strategy, db_path, label, small_worlds, *args, **kwargs)
+
+    monkeypatch.setattr(extractor, "prompt_for", spy_prompt)
+    monkeypatch.setattr(loop.Flywheel, "phase", spy_phase)
+    run(tmp_path, DATA / "toy_program.py", rounds=2)
+    assert shown and set(shown) == {Split.train}
+    assert checked and set(checked) == {Split.train}
+
+
+def test_parse_program_takes_the_code_block_that_defines_skill() -> None:
+    reply = "Here it is:\n```python\nimport re\n\ndef skill(goal, call):\n    call('submit')\n```\nDone."
+    assert extractor.parse_program(reply) == "import re\n\ndef skill(goal, call):\n    call('submit')\n"
+    assert extractor.parse_program("```python\ndef skill(goal):\n    pass\n```") is None  # not (goal, call)
+    assert extractor.parse_program("def skill(goal, call) oops") is None
