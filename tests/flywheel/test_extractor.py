@@ -17,7 +17,8 @@ from lle.carriers.skills import SkillLibrary, SkillState
 from lle.config import RunConfig
 from lle.core import Experience, Split, Update
 from lle.errors import InvalidInputError
-from lle.flywheel import extractor, loop
+from lle.flywheel import extractor, loop, report
+from lle.flywheel.evaluate import learned
 from lle.flywheel.strategies import SkillsOffer
 from lle.governance.lineage import revoke
 from lle.sandbox import bwrap_available
@@ -61,6 +62,11 @@ def test_a_program_that_passes_its_check_is_offered_first_on_held_out_tasks(tmp_
     assert evals and all(any(f.kind == FIRED_FEEDBACK for f in e.steps[0].feedback) for e in evals)
     cost = json.loads(extractor.cost_path(folder, "lle", 1).read_text())
     assert cost["write_calls"] == 1 and cost["candidates"] == [skill.item_id] and cost["shown"] == shown
+    res = report.load_results(config.id, tmp_path)  # the cost of learning, in the report and its summary
+    summary = json.loads((report.write_report(res, tmp_path).parent / "summary.json").read_text())
+    assert summary["extractor"]["lle"] == [cost] and "1 programs written" in extractor.cost_line([cost])
+    found = learned(folder, config)
+    assert [r["skill"] for r in found["skills"]] == [skill.name] and "passed" in found["skills"][0]["check"]
 
 
 def test_revoking_the_success_a_program_was_written_from_revokes_it_and_refuses_its_copies(tmp_path: Path) -> None:

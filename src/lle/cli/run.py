@@ -66,10 +66,7 @@ def print_learned(found: dict[str, Any], extractor_cost: list[dict[str, Any]]) -
         console.print(f"  {found['rejected']} candidate skills failed their check and were never offered",
                       highlight=False)
     if extractor_cost:
-        calls = sum(c["write_calls"] + c["explore_calls"] for c in extractor_cost)
-        tokens = sum(c["completion_tokens"] + c["explore_tokens"] for c in extractor_cost)
-        seconds = sum(c["write_seconds"] + c["explore_seconds"] for c in extractor_cost)
-        console.print(f"  the extractor's cost: {calls} model calls, {tokens} tokens, {seconds:.0f} s", highlight=False)
+        console.print(f"  {extractor.cost_line(extractor_cost)}", highlight=False)
     fixed, broken = found["fixed"], found["broken"]
     shown = ", ".join(fixed[:6]) + (f", and {len(fixed) - 6} more" if len(fixed) > 6 else "")
     console.print(f"held-out tasks {name} turned from fail to pass: {len(fixed)} of {found['tasks']}"

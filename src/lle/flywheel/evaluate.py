@@ -14,6 +14,7 @@ from typing import Any
 
 from lle.config import RunConfig
 from lle.core import CarrierKind, Revocation, UpdateOp
+from lle.flywheel import extractor
 from lle.flywheel.paths import strategy_db
 from lle.flywheel.strategies import GOVERNED
 from lle.flywheel.verdict import Verdict, paired_verdict, wilson
@@ -54,6 +55,8 @@ class RunResults:
     """`lle` only: per round that trained a LoRA adapter, its gate replay and decision (`weights.adapter_rounds`)."""
     skills: dict[str, list[dict[str, object]]] = field(default_factory=dict)
     """Governed strategies only: each skill that was active, with its measured use (`skill_rows`)."""
+    extractor: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """`lle` and `lle-self`: the extractor's cost per round (`lle.flywheel.extractor`), when it had one."""
 
     def worlds(self) -> list[str]:
         return sorted({w for (_, _, w) in self.eval})
@@ -161,6 +164,8 @@ def results(folder: Path, config: RunConfig) -> RunResults:
             out.poison[strategy] = poisoned_items(db)  # every carrier, the dataset's rows included
             if strategy in GOVERNED:
                 out.skills[strategy] = skill_rows(db)
+            if costs := extractor.read_costs(folder, strategy):
+                out.extractor[strategy] = costs
             if strategy == "lle" and config.weights_min_rows is not None:
                 from lle.flywheel.weights import adapter_rounds
 

@@ -186,6 +186,16 @@ def read_costs(folder: Path, strategy: str) -> list[dict[str, Any]]:
     return out
 
 
+def cost_line(records: Sequence[dict[str, Any]]) -> str:
+    """A strategy's extractor cost in one line (the run's last lines, the report)."""
+    calls = sum(int(c.get("write_calls", 0)) + int(c.get("explore_calls", 0)) for c in records)
+    tokens = sum(int(c.get("completion_tokens", 0)) + int(c.get("explore_tokens", 0)) for c in records)
+    seconds = sum(float(c.get("write_seconds", 0.0)) + float(c.get("explore_seconds", 0.0)) for c in records)
+    written = sum(len(c.get("candidates", [])) for c in records)
+    return (f"the extractor's cost: {calls} model calls, {tokens} tokens, {seconds:.0f} s over {len(records)} rounds "
+            f"({written} programs written)")
+
+
 def save_cost(path: Path, cost: Cost) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

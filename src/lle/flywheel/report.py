@@ -21,6 +21,7 @@ from typing import Any
 
 from lle.config import RunConfig
 from lle.flywheel.evaluate import RunResults, paired_verdicts, skills_hurt, table
+from lle.flywheel.extractor import cost_line
 from lle.flywheel.suite import SNAPSHOT
 from lle.flywheel.verdict import interval, wilson
 from lle.governance.intervals import signed_number
@@ -400,7 +401,8 @@ def _skills_html(res: RunResults) -> str:
                   "state": f"{r['state']} (for its use)" if r.get("retired_for_use") else r["state"]} for r in rows]
         head = f"<h3>{html.escape(strategy)}</h3>" if len(res.skills) > 1 else ""
         body = html_table(shown, SKILL_COLUMNS) if rows else "<p>No skill was active.</p>"
-        parts.append(f"{head}<p>{html.escape(skills_summary(rows))}</p>{body}")
+        cost = f"<p>{html.escape(cost_line(res.extractor[strategy]))}</p>" if strategy in res.extractor else ""
+        parts.append(f"{head}<p>{html.escape(skills_summary(rows))}</p>{cost}{body}")
     return "".join(parts)
 
 
@@ -460,7 +462,7 @@ def write_report(res: RunResults, workspace: str | Path | None = None) -> Path:
                                                      "revoked": res.revoked, "growth": res.growth,
                                                      "curriculum": read_curriculum(run),
                                                      "poison": res.poison, "adapters": res.adapters,
-                                                     "skills": res.skills,
+                                                     "skills": res.skills, "extractor": res.extractor,
                                                      "skills_hurt": {s: dict(zip(("hurt", "judged"), skills_hurt(r),
                                                                                  strict=True))
                                                                      for s, r in res.skills.items()}}, indent=2))
