@@ -8,6 +8,8 @@ The toy world with the oracle actor keeps these fast; the programs are the files
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,25 @@ def test_parse_program_takes_the_code_block_that_defines_skill() -> None:
     assert extractor.parse_program(reply) == "import re\n\ndef skill(goal, call):\n    call('submit')\n"
     assert extractor.parse_program("```python\ndef skill(goal):\n    pass\n```") is None  # not (goal, call)
     assert extractor.parse_program("def skill(goal, call) oops") is None
+
+
+def test_lle_self_writes_with_its_own_model_and_explores_nothing_more() -> None:
+    config = RunConfig(model="smollm2-135m", strategies=["lle", "lle-self"], extractor="qwen2.5-coder-1.5b")
+    assert extractor.spec_for(config, "lle") == "qwen2.5-coder-1.5b" and extractor.explores(config, "lle")
+    assert extractor.spec_for(config, "lle-self") == "smollm2-135m" and not extractor.explores(config, "lle-self")
+    oracle = config.model_copy(update={"model": "oracle", "extractor": None})
+    assert extractor.spec_for(oracle, "lle") is None and extractor.spec_for(oracle, "lle-self") is None
+
+
+@pytest.mark.parametrize(("spec", "needle"), [
+    ("nope", "--extractor 'nope' is not a model"),
+    ("scripted:missing.py", "--extractor scripted:missing.py: no such file"),
+    ("missing.gguf", "--extractor missing.gguf: no such model file"),
+])
+def test_a_bad_extractor_is_one_line_before_any_run_folder(tmp_path: Path, spec: str, needle: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "lle.cli.main", "--workspace", str(tmp_path), "run", "--suite",
+                             "toy", "--extractor", spec], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]
+    assert not (tmp_path / "runs").exists()
