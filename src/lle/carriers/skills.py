@@ -189,6 +189,12 @@ class Skill:
         return all(skill_binding.read(s.bind, goal) is not None for s in self.descriptor.slots
                    if s.bind is not None and s.bind.always and s.bind.source == skill_binding.GOAL)
 
+    def offered_to(self, small_world: SmallWorld, now: datetime | None = None) -> bool:
+        """Whether the skill, when active, is offered to `small_world`: unexpired, its tools allowed there, its
+        goal-bound slots filled by the goal, and a program on its own world only."""
+        return (not self.expired(now) and all(t in small_world.tools for t in self.tools)
+                and self.fits(small_world.goal) and self.descriptor.world in (None, small_world.world))
+
     def expired(self, now: datetime | None = None) -> bool:
         return self.descriptor.expires_at is not None and self.descriptor.expires_at <= (now or utcnow())
 
@@ -304,9 +310,8 @@ class SkillLibrary:
     def offered(self, small_world: SmallWorld, *, now: datetime | None = None) -> list[Skill]:
         """Active, unexpired skills of the small world's family whose tools it allows and whose goal-bound slots
         its goal fills (the harness offers these)."""
-        return [s for s in self.skills(small_world.family) if s.state is SkillState.active and not s.expired(now)
-                and all(t in small_world.tools for t in s.tools) and s.fits(small_world.goal)
-                and s.descriptor.world in (None, small_world.world)]
+        return [s for s in self.skills(small_world.family) if s.state is SkillState.active
+                and s.offered_to(small_world, now)]
 
     def retrieve(self, query: str, scope: Scope, k: int = 5) -> list[CarrierItem]:
         """Carrier protocol: active, unexpired skills of the scope's family (best supported first)."""
@@ -614,8 +619,7 @@ class SkillLibrary:
             return not denied.sources or denied.blocks_experience(self._records[exp_id]) is None
 
         def offered(small_world: SmallWorld, at: datetime) -> bool:  # as `offered`, at the episode's start
-            return (not skill.expired(at) and all(t in small_world.tools for t in skill.tools)
-                    and skill.fits(small_world.goal) and gates.inherited(small_world, skill.item.scope))
+            return skill.offered_to(small_world, at) and gates.inherited(small_world, skill.item.scope)
 
         fired = {i for i, _ in self.uses(skill.item_id)} if skill.program is not None else None
         return skill_use.measure(self.store, skill.item.scope.family or skill.descriptor.family, since, until,
