@@ -8,6 +8,7 @@ The toy world with the oracle actor keeps these fast; the programs are the files
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,18 @@ def test_a_bad_extractor_is_one_line_before_any_run_folder(tmp_path: Path, spec:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_run_ends_by_naming_what_lle_learned(tmp_path: Path) -> None:
+    program = DATA / "toy_program.py"
+    result = subprocess.run([sys.executable, "-m", "lle.cli.main", "--workspace", str(tmp_path), "run",
+                             "--suite", "toy", "--model", "oracle", "--rounds", "1", "--train", "2", "--eval", "3", "--group", "1",
+                             "--max-steps", "30", "--extractor", f"scripted:{program}"],
+                            capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"lle learned skill solve_keys_v1 v1 (toy), active, from extractor:scripted:{program}" in out
+    assert "  check: passed 4 of 4 fresh train small worlds with the program run first" in out
+    assert "  use on train: not measured yet (no train episode since its activation)" in out
+    assert "  the extractor's cost: 4 model calls, 0 tokens" in out  # 4 samples, one program (a script)
+    assert "held-out tasks lle turned from fail to pass: 0 of 3" in out  # the oracle solved them all before

@@ -58,8 +58,9 @@ def print_learned(found: dict[str, Any], extractor_cost: list[dict[str, Any]]) -
                       f"from {row['source']}", highlight=False)
         if row["check"]:
             console.print(f"  check: {row['check']}", highlight=False)
-        console.print(f"  use on train: {row['figures']}" + ("" if row["decided"] else " (too few episodes to judge)"),
-                      highlight=False)
+        use = ("not measured yet (no train episode since its activation)" if row["with"] == row["without"] == "0/0"
+               else row["figures"] + ("" if row["decided"] else " (too few episodes to judge)"))
+        console.print(f"  use on train: {use}", highlight=False)
     if not found["skills"]:
         console.print(f"{name} learned no skill this run", highlight=False)
     if found["rejected"]:
