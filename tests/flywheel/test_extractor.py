@@ -160,8 +160,8 @@ def test_a_bad_extractor_is_one_line_before_any_run_folder(tmp_path: Path, spec:
 def test_the_run_ends_by_naming_what_lle_learned(tmp_path: Path) -> None:
     program = DATA / "toy_program.py"
     result = subprocess.run([sys.executable, "-m", "lle.cli.main", "--workspace", str(tmp_path), "run",
-                             "--suite", "toy", "--model", "oracle", "--rounds", "1", "--train", "2", "--eval", "3", "--group", "1",
-                             "--max-steps", "30", "--extractor", f"scripted:{program}"],
+                             "--suite", "toy", "--model", "oracle", "--rounds", "1", "--train", "2", "--eval", "3",
+                             "--group", "1", "--max-steps", "30", "--extractor", f"scripted:{program}"],
                             capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
     out = result.stdout
