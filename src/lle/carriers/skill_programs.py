@@ -2,8 +2,9 @@
 it and how what it writes enters the library (a candidate, checked by execution before anyone is offered it).
 
     pending(library, world)        a program of the world in use or waiting: nothing new is written for it
-    latest_success(library, world) the success shown: the latest stored, unrevoked, verified train one
-    propose(library, shown, ...)   a candidate of the world, its lineage the success; the same program once
+    successes(library, world)      the successes shown: the latest stored, unrevoked, verified train ones,
+                                   those that made the most calls first (a lucky one-call win shows no loop)
+    propose(library, shown, ...)   a candidate of the world, its lineage the successes; the same program once
 
 The check itself is the flywheel's skill replay, judged by `SkillLibrary.decide` (a program must pass at least half
 of the fresh train small worlds itself and lose none the no-skill arm passed).
@@ -40,38 +41,44 @@ def pending(library: SkillLibrary, world: str) -> bool:
                                                            SkillState.active) for s in library.skills())
 
 
-def latest_success(library: SkillLibrary, world: str) -> Experience | None:
-    """The latest stored, unrevoked, verified train success of `world` that made at least one call."""
+def successes(library: SkillLibrary, world: str, k: int = 3) -> list[Experience]:
+    """Up to `k` of the latest stored, unrevoked, verified train successes of `world` (of the mining window), those
+    that made the most calls first, then the latest."""
     levels = [v.value for v in VerificationLevel if v.rank >= library.config.skills_min_level.rank]
+    found = []
     for exp_id in experiences.latest(library.store, family=world.split("/", 1)[0], split=Split.train.value,
                                      outcome=Outcome.passed.value, verification=levels, limit=library.mining.window):
         exp = library.store.get_experience(exp_id)
         if exp.small_world.world == world and library.supports(exp) and any(s.executed.allowed for s in exp.steps):
-            return exp
-    return None
+            found.append(exp)
+    found.sort(key=lambda e: -sum(s.executed.allowed for s in e.steps))  # stable: the latest first among equals
+    return found[:k]
 
 
-def propose(library: SkillLibrary, shown: Experience, program: str, tools: Sequence[str], *,
+def propose(library: SkillLibrary, shown: Sequence[Experience], program: str, tools: Sequence[str], *,
             origin: str) -> Skill | None:
-    """A program written from `shown` (a verified train success) as a candidate of its world; None when the same
-    program (by key) is already known there, in any state, or `shown` does not support a skill."""
-    if gates.held_out(shown) is not None or not library.supports(shown):
+    """A program written from `shown` (verified train successes of one world) as a candidate of that world; None
+    when the same program (by key) is already known there, in any state, or one of `shown` supports no skill."""
+    if not shown or any(gates.held_out(e) is not None or not library.supports(e) for e in shown):
         return None
-    sw = shown.small_world
+    ids = [e.id for e in shown]
+    sw = shown[0].small_world
     name = "solve_" + re.sub(r"[^a-z0-9]+", "_", sw.world.split("/", 1)[-1].lower()).strip("_")[:40]
     desc = SkillDescriptor(name=name, family=sw.family, kind="program", program=program, tools=list(tools),
                            world=sw.world, evidence=SkillEvidence(
-                               support=1, projects=[f"{sw.family}/{sw.project}"], level=shown.verification.value,
-                               experience_ids=[shown.id], origin=origin)).finished()
+                               support=len(shown),
+                               projects=sorted({f"{sw.family}/{e.small_world.project}" for e in shown}),
+                               level=min((e.verification for e in shown), key=lambda v: v.rank).value,
+                               experience_ids=ids, origin=origin)).finished()
     if any(s.descriptor.key == desc.key for s in library.skills(sw.family)):
         return None
     desc = desc.model_copy(update={"version": library.next_version(sw.family, name)})
-    evidence_ids = library.hard_evidence([shown.id])
+    evidence_ids = library.hard_evidence(ids)
     gate = GateResult(name="skills_program", passed=True, reasons=[
-        f"written by {origin} from the verified train success {shown.id}; checked by execution before use"])
+        f"written by {origin} from the verified train successes {', '.join(ids)}; checked by execution before use"])
     item = CarrierItem(carrier=CarrierKind.skills, scope=Scope(level=ScopeLevel.family, family=sw.family),
-                       content=desc.model_dump(mode="json"), experience_ids=[shown.id], evidence_ids=evidence_ids)
+                       content=desc.model_dump(mode="json"), experience_ids=ids, evidence_ids=evidence_ids)
     admit_item(library.store, item, Update(carrier=CarrierKind.skills, op=UpdateOp.propose, item_id=item.id,
-                                           scope=item.scope, experience_ids=[shown.id], evidence_ids=evidence_ids,
+                                           scope=item.scope, experience_ids=ids, evidence_ids=evidence_ids,
                                            gate=gate, actor=library.actor))
     return library.get(item.id)

@@ -100,22 +100,25 @@ def call_line(tool: str, args: dict[str, Any], observation: str) -> str:
     return f"call({tool!r}{', ' if shown else ''}{shown}) -> {observation[:OBSERVATION_CHARS]!r}"
 
 
-def prompt_for(exp: Experience, tools: Sequence[ToolSpec]) -> str:
-    """The extractor's prompt: the world's tools and one verified success of it, nothing else."""
-    calls = [call_line(s.executed.tool, dict(s.executed.args), s.effect.observation)
-             for s in exp.steps if s.executed.allowed]
+def prompt_for(shown: Sequence[Experience], tools: Sequence[ToolSpec]) -> str:
+    """The extractor's prompt: the world's tools and verified successes of it, nothing else."""
+    tasks = []
+    for exp in shown:
+        tasks += ["", f"goal = {exp.small_world.goal!r}", *[
+            call_line(s.executed.tool, dict(s.executed.args), s.effect.observation)
+            for s in exp.steps if s.executed.allowed]]
     return "\n".join([
         "You write a Python function that solves a family of tasks by calling tools.",
         "",
         "Tools (call them as call(TOOL, ARG=VALUE, ...); each call returns the observation text):",
         *[tool_line(t) for t in tools],
         "",
-        "Here is one task of this family and the calls that solved it (verified):",
-        f"goal = {exp.small_world.goal!r}",
-        *calls,
+        f"Here {'is one task' if len(shown) == 1 else 'are tasks'} of this family and the calls that solved "
+        f"{'it' if len(shown) == 1 else 'them'} (verified):",
+        *tasks,
         "",
-        "Write `def skill(goal, call):` that solves ANY task of this family, not only this one.",
-        "`goal` is the task text, like the string above (other tasks have other values in it): read the values "
+        "Write `def skill(goal, call):` that solves ANY task of this family, not only these.",
+        "`goal` is the task text, like the strings above (other tasks have other values in it): read the values "
         "you need from `goal` itself with `re` (only what the goal text contains). Each call returns the "
         "observation; read it to decide the next call, with a loop or an if where the solution above needed one. "
         "Use only the standard library. Reply with one ```python code block only.",
@@ -214,14 +217,15 @@ def write_programs(store: Store, writer: Writer, worlds: Sequence[str], *, round
     for world in worlds:
         if skill_programs.pending(library, world):
             continue  # one in use or waiting for its check: the next round's writing is for worlds without
-        exp = skill_programs.latest_success(library, world)
-        if exp is None:
+        shown = skill_programs.successes(library, world)
+        if not shown:
             continue
-        if exp.small_world.split is not Split.train or exp.outcome is not Outcome.passed:
-            raise InvalidInputError(f"{exp.id} is not a verified train success; the extractor sees train only")
-        tools = world_tools(exp.small_world)
-        prompt = prompt_for(exp, tools)
-        cost.shown.append(exp.id)
+        for exp in shown:
+            if exp.small_world.split is not Split.train or exp.outcome is not Outcome.passed:
+                raise InvalidInputError(f"{exp.id} is not a verified train success; the extractor sees train only")
+        tools = world_tools(shown[0].small_world)
+        prompt = prompt_for(shown, tools)
+        cost.shown += [e.id for e in shown]
         for k in range(samples):
             started = time.monotonic()
             text = writer.write(prompt, PROGRAM_TOKENS, temperature=0.0 if k == 0 else SAMPLE_TEMPERATURE,
@@ -232,7 +236,7 @@ def write_programs(store: Store, writer: Writer, worlds: Sequence[str], *, round
             program = parse_program(text)
             if program is None:
                 continue
-            skill = skill_programs.propose(library, exp, program, [t.name for t in tools], origin=origin)
+            skill = skill_programs.propose(library, shown, program, [t.name for t in tools], origin=origin)
             if skill is not None:
                 cost.candidates.append(skill.item_id)
 
