@@ -51,7 +51,7 @@ class Levers(Record):
     recipe: str | None = None
     """The context-carrier item (recipe) these levers come from; listed in every step's context refs."""
     skills_arm: Literal["with", "without"] | None = Field(default=None, exclude_if=lambda v: v is None)
-    """The arm of the skills' measured use a flywheel train episode was played in (`SkillLibrary.usefulness`):
+    """The arm of the skills' measured use a flywheel train episode was played in (`skill_use.usefulness`):
     `with` was offered the library's active skills, `without` was withheld them (chosen by seed,
     `RunConfig.skills_withhold`); None: in neither (replays, recipes, evaluation, episodes outside a run). The
     flywheel sets it, so the decision is recorded with the episode (`EpisodeRecord.levers`) and resumes alike."""
@@ -127,7 +127,7 @@ class RunConfig(Record):
     skills_withhold: float = Field(default=0.25, ge=0.0, lt=1.0)
     """The share of governed train episodes (`lle`, `population`) played without the library's skills, chosen by
     seed per small world and batch: each active skill's measured use is its family's episodes offered it against
-    these, and a skill whose use is shown to be nil or harmful is retired (`SkillLibrary.retire_useless`); 0: none
+    these, and a skill whose use is shown to be nil or harmful is retired (`skill_use.retire_useless`); 0: none
     withheld, nothing retired for its use. Replays, recipes, evaluation and the watch set never withhold."""
     verification_budget: int | None = Field(default=None, ge=0)
     """Expensive verifier runs per train batch (`lle.evidence.budget`; skips are recorded as `unknown`

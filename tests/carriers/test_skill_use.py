@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from lle.carriers import skill_use
 from lle.carriers.skill_use import Usefulness
 from lle.carriers.skills import Skill, SkillLibrary, SkillState
 from lle.config import Levers
@@ -72,7 +73,7 @@ def test_a_skill_whose_episodes_do_worse_with_it_is_retired_with_its_figures(
     assert lineage and derived
     worse = play(library, take, range(20, 24), "with", solve=False)
     better = play(library, take, range(30, 34), "without", solve=True)
-    use = library.usefulness(take.item_id)
+    use = skill_use.usefulness(library, take.item_id)
     assert (use.with_n, use.with_passed, use.without_n, use.without_passed) == (4, 0, 4, 4)
     assert use.decided and use.useless and use.hurts and use.diff == -1.0 and use.high <= 0
     assert set(use.with_ids) == {e.id for e in worse} and set(use.without_ids) == {e.id for e in better}
@@ -80,7 +81,7 @@ def test_a_skill_whose_episodes_do_worse_with_it_is_retired_with_its_figures(
     assert not {*use.with_ids, *use.without_ids} & {*lineage, *library.store.list_updates(
         carrier="skills", op="activate")[0].experience_ids}
 
-    (update,) = library.retire_useless("flywheel:test")
+    (update,) = skill_use.retire_useless(library, "flywheel:test")
     assert update.op is UpdateOp.retire and update.item_id == take.item_id and update.actor == "flywheel:test"
     assert update.gate is not None and update.gate.name == "skills_usefulness" and not update.gate.passed
     assert update.gate.reasons[0].startswith("with 0/4, without 4/4: \u2212100.0 points (\u2212")
@@ -93,7 +94,7 @@ def test_a_skill_whose_episodes_do_worse_with_it_is_retired_with_its_figures(
     assert all(take.item_id in library.get(s.item_id).item.derived_from for s in derived)
     assert library.store.list_revocations() == [] and take.item_id in {i.id for i in library.store.items_by_id(
         [take.item_id])}
-    assert library.retire_useless("flywheel:test") == []  # once: a retired skill is left alone
+    assert skill_use.retire_useless(library, "flywheel:test") == []  # once: a retired skill is left alone
     # The report's rows: it hurt, and it was retired for its use.
     (row,) = skill_rows(library.store)
     assert (row["skill"], row["state"], row["source"], row["retired_for_use"], row["hurts"]) == (
@@ -107,10 +108,10 @@ def test_a_skill_with_too_few_episodes_in_an_arm_is_not_retired(active: tuple[Sk
     needed = gates.DEFAULT.skills_min_pairs
     play(library, take, range(20, 20 + needed), "with", solve=False)
     play(library, take, range(30, 30 + needed - 1), "without", solve=True)  # one short
-    use = library.usefulness(take)
+    use = skill_use.usefulness(library, take)
     assert (use.with_n, use.without_n) == (needed, needed - 1) and use.high <= 0  # it looks bad, but too few
     assert not use.decided and not use.useless and not use.hurts
-    assert library.retire_useless("flywheel:test") == []
+    assert skill_use.retire_useless(library, "flywheel:test") == []
     assert library.get(take.item_id).state is SkillState.active
     assert take.item_id in {i.id for i in active_items(library.store, "skills")}
     (row,) = skill_rows(library.store)
@@ -122,7 +123,7 @@ def test_held_out_episodes_never_count(active: tuple[SkillLibrary, Skill]) -> No
     library, take = active
     play(library, take, range(20, 24), "with", solve=True)
     play(library, take, range(30, 34), "without", solve=True)
-    before = library.usefulness(take)
+    before = skill_use.usefulness(library, take)
     assert (before.with_n, before.with_passed, before.without_n, before.without_passed) == (4, 4, 4, 4)
     # Dev and test episodes recorded in an arm (as no run records them) would make it look useless: they never count.
     for split in (Split.dev, Split.test):
@@ -130,8 +131,8 @@ def test_held_out_episodes_never_count(active: tuple[SkillLibrary, Skill]) -> No
         play(library, take, range(4, 8), "without", solve=True, split=split)
     # Nor do train episodes outside the estimate (no arm: a replay, a recipe's, an episode outside a run).
     play(library, take, range(50, 54), None, solve=False)
-    assert library.usefulness(take) == before
-    assert library.retire_useless("flywheel:test") == []
+    assert skill_use.usefulness(library, take) == before
+    assert skill_use.retire_useless(library, "flywheel:test") == []
     assert library.get(take.item_id).state is SkillState.active
 
 
@@ -142,5 +143,5 @@ def test_a_skill_never_active_has_no_estimate(store: Store) -> None:
         library.observe(run_episode(sw, oracle_policy(sw), store=store, assess=assess_experience))
     candidate = library.get("take_key_go")
     assert candidate.state is SkillState.candidate
-    assert library.usefulness(candidate) == Usefulness(needed=gates.DEFAULT.skills_min_pairs)
+    assert skill_use.usefulness(library, candidate) == Usefulness(needed=gates.DEFAULT.skills_min_pairs)
     assert skill_rows(store) == []  # never offered: nothing measured, nothing listed

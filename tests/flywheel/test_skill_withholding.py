@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lle.carriers import skill_use
 from lle.carriers.skill_mining import used_skills
 from lle.carriers.skills import SkillLibrary, SkillState
 from lle.config import RunConfig
@@ -85,7 +86,7 @@ def test_runs_with_the_same_seed_withhold_the_same_train_episodes(tmp_path: Path
         played = {k: db.get_experience(ids[k]) for k in train if k[0].startswith("r2/")}
         assert all(not used_skills(e) for k, e in played.items() if train[k] == "without")  # offered nothing
         assert any(used_skills(e) for k, e in played.items() if train[k] == "with")  # offered the active ones
-        measured = [library.usefulness(s) for s in library.skills() if s.state is SkillState.active]
+        measured = [skill_use.usefulness(library, s) for s in library.skills() if s.state is SkillState.active]
         assert any(u.with_n and u.without_n for u in measured)
     # The report lists each skill that was active with its measured use, and the share that hurt.
     res = report.load_results(config.id, tmp_path / "ws0")

@@ -5,8 +5,8 @@ episode's arm in its levers (`Levers.skills_arm`). Since a skill's activation, e
 experience of its family whose small world it would be offered to is in one arm: `with` (offered the active
 skills; a program skill must also have fired) or `without`. The difference of the two success rates and its 95 %
 interval (Newcombe's, unpaired, from two Wilson intervals) is the skill's usefulness; held-out episodes never count.
-`SkillLibrary.usefulness` measures it, `SkillLibrary.retire_useless` retires what it shows to be of no use
-(`lle.governance.gates.skills_usefulness_gate`).
+`usefulness` measures it, `retire_useless` retires what it shows to be of no use
+(`lle.governance.gates.skills_usefulness_gate`), `source` says where a skill came from.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from lle.core import Outcome, SmallWorld, Split
+from lle.carriers.skills import Skill, SkillLibrary, SkillState
+from lle.core import Outcome, SmallWorld, Split, Update, UpdateOp
 from lle.governance import gates, intervals
+from lle.governance.lineage import denylist
 from lle.store import Store, experiences
 
 WITH, WITHOUT = "with", "without"
@@ -97,9 +99,63 @@ def measure(store: Store, family: str, since: datetime, until: datetime | None, 
                       tuple(i for i, _ in arms[WITH]), tuple(i for i, _ in arms[WITHOUT]))
 
 
-def source(origin: str | None, imported: bool) -> str:
-    """Where a skill came from: `extractor:<model>` (a model wrote it from experience), `import` (a descriptor from
-    elsewhere) or `experience` (mined from this store's verified successes)."""
+def usefulness(library: SkillLibrary, ref: str | Skill) -> Usefulness:
+    """The skill's measured use on its family's stored, unrevoked train episodes since its activation (until
+    it left `active`) whose small world it would be offered to: offered the library's skills against withheld
+    them (`lle.carriers.skill_use`); never active: an empty estimate."""
+    skill = library.get(ref) if isinstance(ref, str) else ref
+    updates = library._history().get(skill.item_id, [])
+    since = next((u.at for u in updates if u.op is UpdateOp.activate), None)
+    if since is None:
+        return Usefulness(needed=library.config.skills_min_pairs)
+    until = next((u.at for u in updates if u.at >= since and u.op in (
+        UpdateOp.retire, UpdateOp.supersede, UpdateOp.revoke)), None)
+    denied = denylist(library.store)
+
+    def unrevoked(exp_id: str) -> bool:
+        if exp_id in denied.ids:
+            return False
+        if denied.sources and exp_id not in library._records:
+            library._records[exp_id] = library.store.get_experience(exp_id).model_copy(update={"steps": []})
+        return not denied.sources or denied.blocks_experience(library._records[exp_id]) is None
+
+    def offered(small_world: SmallWorld, at: datetime) -> bool:  # as `offered`, at the episode's start
+        return skill.offered_to(small_world, at) and gates.inherited(small_world, skill.item.scope)
+
+    fired = {i for i, _ in library.uses(skill.item_id)} if skill.program is not None else None
+    return measure(library.store, skill.item.scope.family or skill.descriptor.family, since, until,
+                   offered=offered, unrevoked=unrevoked, fired=fired, needed=library.config.skills_min_pairs)
+
+
+def retire_useless(library: SkillLibrary, actor: str) -> list[Update]:
+    """Retire each active skill whose measured use is judged (`skills_min_pairs` episodes in each arm) and shown
+    to be nil or harmful (its interval at or below 0): a retire update whose gate carries the figures and whose
+    experiences are both arms'. Its item and lineage stay; a skill retired already is left alone."""
+    updates = []
+    for skill in library.skills():
+        if skill.state is not SkillState.active:
+            continue
+        use = usefulness(library, skill)
+        gate = gates.skills_usefulness_gate(use.with_n, use.with_passed, use.without_n, use.without_passed,
+                                            config=library.config)
+        if gate.passed:
+            continue
+        ids = [*use.with_ids, *use.without_ids]
+        updates.append(library.transition(skill, UpdateOp.retire, gate=gate, experience_ids=ids,
+                                          evidence_ids=library.hard_evidence(ids), actor=actor))
+    return updates
+
+
+def source(library: SkillLibrary, ref: str | Skill) -> str:
+    """Where the skill came from: `experience` (mined here), `import` or `extractor:<model>`.
+
+    `extractor:<model>`: a model wrote it from experience; `import`: a descriptor from elsewhere (it names an
+    origin, or it entered through the `skills_import` gate); `experience`: mined from this store's verified
+    successes."""
+    skill = library.get(ref) if isinstance(ref, str) else ref
+    first = next(iter(library._history().get(skill.item_id, [])), None)
+    imported = first is not None and first.gate is not None and first.gate.name == "skills_import"
+    origin = skill.descriptor.evidence.origin
     if origin and origin.startswith("extractor:"):
         return origin
     return "import" if origin or imported else "experience"

@@ -26,9 +26,8 @@ from typing import Any
 
 from pydantic import JsonValue, ValidationError
 
-from lle.carriers import skill_mining, skill_use
+from lle.carriers import skill_mining
 from lle.carriers.skill_mining import SKILL_FEEDBACK, MiningConfig, SkillDescriptor, Trace, trace_of, used_skills
-from lle.carriers.skill_use import Usefulness
 from lle.context import binding as skill_binding
 from lle.core import (
     ActionRequest,
@@ -595,58 +594,3 @@ class SkillLibrary:
 
     def revoke(self, item_id: str, revocation: Revocation) -> None:
         revoke(self.store, item_id, revocation.reason, revocation.author)
-
-    # --- measured use: offered against withheld, on the train episodes since activation (`skill_use`) ---------
-
-    def usefulness(self, ref: str | Skill) -> Usefulness:
-        """The skill's measured use on its family's stored, unrevoked train episodes since its activation (until
-        it left `active`) whose small world it would be offered to: offered the library's skills against withheld
-        them (`lle.carriers.skill_use`); never active: an empty estimate."""
-        skill = self.get(ref) if isinstance(ref, str) else ref
-        updates = self._history().get(skill.item_id, [])
-        since = next((u.at for u in updates if u.op is UpdateOp.activate), None)
-        if since is None:
-            return Usefulness(needed=self.config.skills_min_pairs)
-        until = next((u.at for u in updates if u.at >= since and u.op in (
-            UpdateOp.retire, UpdateOp.supersede, UpdateOp.revoke)), None)
-        denied = denylist(self.store)
-
-        def unrevoked(exp_id: str) -> bool:
-            if exp_id in denied.ids:
-                return False
-            if denied.sources and exp_id not in self._records:
-                self._records[exp_id] = self.store.get_experience(exp_id).model_copy(update={"steps": []})
-            return not denied.sources or denied.blocks_experience(self._records[exp_id]) is None
-
-        def offered(small_world: SmallWorld, at: datetime) -> bool:  # as `offered`, at the episode's start
-            return skill.offered_to(small_world, at) and gates.inherited(small_world, skill.item.scope)
-
-        fired = {i for i, _ in self.uses(skill.item_id)} if skill.program is not None else None
-        return skill_use.measure(self.store, skill.item.scope.family or skill.descriptor.family, since, until,
-                                 offered=offered, unrevoked=unrevoked, fired=fired,
-                                 needed=self.config.skills_min_pairs)
-
-    def retire_useless(self, actor: str) -> list[Update]:
-        """Retire each active skill whose measured use is judged (`skills_min_pairs` episodes in each arm) and shown
-        to be nil or harmful (its interval at or below 0): a retire update whose gate carries the figures and whose
-        experiences are both arms'. Its item and lineage stay; a skill retired already is left alone."""
-        updates = []
-        for skill in self.skills():
-            if skill.state is not SkillState.active:
-                continue
-            use = self.usefulness(skill)
-            gate = gates.skills_usefulness_gate(use.with_n, use.with_passed, use.without_n, use.without_passed,
-                                                config=self.config)
-            if gate.passed:
-                continue
-            ids = [*use.with_ids, *use.without_ids]
-            updates.append(self.transition(skill, UpdateOp.retire, gate=gate, experience_ids=ids,
-                                           evidence_ids=self.hard_evidence(ids), actor=actor))
-        return updates
-
-    def source(self, ref: str | Skill) -> str:
-        """Where the skill came from: `experience` (mined here), `import` or `extractor:<model>`."""
-        skill = self.get(ref) if isinstance(ref, str) else ref
-        first = next(iter(self._history().get(skill.item_id, [])), None)
-        imported = first is not None and first.gate is not None and first.gate.name == "skills_import"
-        return skill_use.source(skill.descriptor.evidence.origin, imported)

@@ -175,8 +175,9 @@ def results(folder: Path, config: RunConfig) -> RunResults:
 
 def skill_rows(db: Store) -> list[dict[str, object]]:
     """Each skill of the store that was ever active: name, version, state, source (`experience`, `import`,
-    `extractor:<model>`) and its measured use (`SkillLibrary.usefulness`: both arms, the difference and its 95 %
+    `extractor:<model>`) and its measured use (`skill_use.usefulness`: both arms, the difference and its 95 %
     interval in points, whether it is judged); `hurts`: judged worse with it, or retired for its use."""
+    from lle.carriers import skill_use
     from lle.carriers.skills import SkillLibrary
 
     library = SkillLibrary(db)
@@ -185,11 +186,12 @@ def skill_rows(db: Store) -> list[dict[str, object]]:
                if u.gate is not None and u.gate.name == "skills_usefulness"}
     rows: list[dict[str, object]] = []
     for skill in library.skills():
-        use = library.usefulness(skill)
+        use = skill_use.usefulness(library, skill)
         if use.since is None:
             continue  # never offered: nothing to measure
         rows.append({"skill": skill.name, "version": skill.descriptor.version, "id": skill.item_id,
-                     "family": skill.descriptor.family, "state": skill.state.value, "source": library.source(skill),
+                     "family": skill.descriptor.family, "state": skill.state.value,
+                     "source": skill_use.source(library, skill),
                      **use.row(), "retired_for_use": skill.item_id in retired,
                      "hurts": use.hurts or skill.item_id in retired})
     return rows

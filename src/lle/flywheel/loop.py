@@ -253,7 +253,7 @@ class Flywheel:
             measured = None
             if skills is None and strategy in strategies.GOVERNED:
                 # A train batch withholds the library's skills from a share of its small worlds, chosen by seed:
-                # the `without` arm of each skill's measured use (`SkillLibrary.usefulness`).
+                # the `without` arm of each skill's measured use (`skill_use.usefulness`).
                 withhold = self.config.skills_withhold if train else 0.0
                 skills = strategies.SkillsOffer(str(db_path), cache=self.cache, withhold=withhold,
                                                 seed=self.config.seed, salt=label)
@@ -295,10 +295,12 @@ class Flywheel:
         activation) is shown to be nil or harmful; a retired skill stays retired, so a resumed round retires once."""
         if not self.config.skills_withhold or not db_path.exists():
             return
+        from lle.carriers import skill_use
         from lle.carriers.skills import SkillLibrary
 
+        actor = f"flywheel:{self.config.id}"
         with Store(db_path) as db:
-            SkillLibrary(db, actor=f"flywheel:{self.config.id}").retire_useless(f"flywheel:{self.config.id}")
+            skill_use.retire_useless(SkillLibrary(db, actor=actor), actor)
 
     def route(self, strategy: str, db_path: Path, groups: list[list[Experience]], label: str) -> None:
         """What `strategy` keeps of a round's train groups (the attempts at each small world), each routed

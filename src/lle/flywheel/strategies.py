@@ -204,7 +204,7 @@ class SkillsOffer:
     exactly the skills `only` names (a skill's A/B replay: `()` for one arm, `(ITEM,)` for the other).
 
     With `withhold` (a governed train batch), that share of small worlds, chosen by `withheld(seed, small world,
-    salt)`, is offered nothing: the `without` arm of each skill's measured use (`SkillLibrary.usefulness`)."""
+    salt)`, is offered nothing: the `without` arm of each skill's measured use (`skill_use.usefulness`)."""
 
     db_path: str
     only: tuple[str, ...] | None = None
