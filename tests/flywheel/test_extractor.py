@@ -18,7 +18,7 @@ import pytest
 from lle.carriers.skill_mining import FIRED_FEEDBACK
 from lle.carriers.skills import SkillLibrary, SkillState
 from lle.config import RunConfig
-from lle.core import Experience, Split, Update
+from lle.core import Experience, Outcome, Split, Update
 from lle.errors import InvalidInputError
 from lle.flywheel import extractor, loop, report
 from lle.flywheel.evaluate import learned
@@ -90,8 +90,23 @@ def test_revoking_the_success_a_program_was_written_from_revokes_it_and_refuses_
         assert SkillLibrary(other).get(copy.item_id).state is SkillState.candidate
 
 
-def test_a_program_that_fails_its_check_is_never_offered(tmp_path: Path) -> None:
+def test_a_program_that_cannot_redo_what_it_was_shown_is_repaired_once_then_never_proposed(tmp_path: Path) -> None:
     denied = tmp_path / "smash.py"  # the toy world has `smash`, but no small world of it allows it
+    denied.write_text("def skill(goal, call):\n    call('smash', target='door')\n    call('submit')\n")
+    config, folder = run(tmp_path, denied)
+    cost = json.loads(extractor.cost_path(folder, "lle", 1).read_text())
+    assert cost["write_calls"] == 2 and cost["repairs"] == 1 and cost["candidates"] == []
+    assert len(cost["screened"]) == 1 and "smash" in cost["screened"][0]  # the denial it was told, and why it stopped
+    with Store(loop.strategy_db(folder, "lle")) as db:
+        assert not [s for s in SkillLibrary(db).skills() if s.program is not None]
+        evals = evaluated(db, config)
+    assert evals and not any(f.kind in (FIRED_FEEDBACK, "skill") for e in evals for s in e.steps for f in s.feedback)
+
+
+def test_a_program_that_fails_its_check_is_never_offered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The try-out is passed here, so that the check itself (fresh train small worlds, run by the flywheel) judges.
+    monkeypatch.setattr(extractor, "_first_failure", lambda program, shown: None)
+    denied = tmp_path / "smash.py"
     denied.write_text("def skill(goal, call):\n    call('smash', target='door')\n    call('submit')\n")
     config, folder = run(tmp_path, denied)
     with Store(loop.strategy_db(folder, "lle")) as db:
@@ -104,6 +119,22 @@ def test_a_program_that_fails_its_check_is_never_offered(tmp_path: Path) -> None
         assert smashes and all(not s.executed.allowed for s in smashes)  # denied and recorded, step by step
         evals = evaluated(db, config)
     assert evals and not any(f.kind in (FIRED_FEEDBACK, "skill") for e in evals for s in e.steps for f in s.feedback)
+
+
+def test_a_failed_try_out_is_told_back_with_the_calls_and_the_error(tmp_path: Path) -> None:
+    from lle.flywheel.suite import family
+    from lle.worlds.base import cut
+
+    sw = cut(family("toy/keys-v1"), Split.train, 3)
+    trial = extractor.try_out("def skill(goal, call):\n    call('look')\n    return 1 / 0\n", sw)
+    assert trial.outcome is not Outcome.passed and trial.small_world.split is Split.train
+    told = extractor.what_happened(trial).splitlines()
+    assert told[0] == f"goal = {sw.goal!r}" and told[1].startswith("call('look') -> ")
+    assert "ZeroDivisionError" in told[-1] and "line 3" in told[-1]
+    returned = extractor.what_happened(extractor.try_out("def skill(goal, call):\n    call('look')\n", sw))
+    assert returned.splitlines()[-1] == "then skill() returned, but the task was not done"
+    solved = extractor.try_out((DATA / "toy_program.py").read_text(), sw)
+    assert solved.outcome is Outcome.passed
 
 
 def test_no_held_out_task_reaches_the_extractor_or_a_skill_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -32,10 +32,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from lle.actions import NO_ACTION
 from lle.config import RunConfig
-from lle.core import Experience, Outcome, SmallWorld, Split, ToolSpec
+from lle.core import ActionRequest, Context, Experience, LLMCall, Outcome, PolicyInfo, SmallWorld, Split, ToolSpec
 from lle.errors import InvalidInputError
+from lle.evidence.evidence import assess
 from lle.flywheel.suite import strata
+from lle.runtime.harness import run_episode
 from lle.store import Store
 from lle.worlds.base import open_world
 
@@ -117,11 +120,23 @@ def prompt_for(shown: Sequence[Experience], tools: Sequence[ToolSpec]) -> str:
         f"{'it' if len(shown) == 1 else 'them'} (verified):",
         *tasks,
         "",
-        "Write `def skill(goal, call):` that solves ANY task of this family, not only these.",
-        "`goal` is the task text, like the strings above (other tasks have other values in it): read the values "
-        "you need from `goal` itself with `re` (only what the goal text contains). Each call returns the "
-        "observation; read it to decide the next call, with a loop or an if where the solution above needed one. "
-        "Use only the standard library. Reply with one ```python code block only.",
+        "Write `def skill(goal, call):` that solves ANY task of this family, not only these. Rules:",
+        "- `goal` is the task text, exactly like the goal strings above but with other values in it. Read the "
+        "values you need from it with `re`, and make sure your pattern matches every goal above.",
+        "- The tools are not Python functions: reach them only as call('TOOL', ARG=VALUE), which returns the "
+        "observation text.",
+        "- Read each observation to decide the next call, with a loop or an if where the task needs one, and go "
+        "on until the task is done (the solutions above end with the call that finished the task).",
+        "- Use only the standard library.",
+        "Reply with one ```python code block only, in this shape:",
+        "```python",
+        "import re",
+        "",
+        "def skill(goal, call):",
+        "    value = re.search(r'...', goal).group(1)",
+        "    observation = call('TOOL', ARG=value)",
+        "    ...",
+        "```",
     ])
 
 
@@ -140,6 +155,63 @@ def parse_program(text: str) -> str | None:
         if isinstance(node, ast.FunctionDef) and node.name == "skill" and len(node.args.args) == 2:
             return source + "\n"
     return None
+
+
+# --- the try-out: the program alone on the tasks it was written from --------------------------------
+
+
+@dataclass(frozen=True)
+class TrialProgram:
+    """A written program offered to one try-out episode (the harness's `SkillTool`; stored nowhere)."""
+
+    program: str
+    item_id: str = "trial"
+    size: int = 0
+
+    def spec_for(self, goal: str | None) -> ToolSpec:
+        return ToolSpec(name="skill_trial", description="the program on trial", parameters={"type": "object"})
+
+    def call(self, n: int, args: Any, *, goal: str, observations: Sequence[str]) -> ActionRequest | str:
+        raise AssertionError("a program skill makes its own calls")
+
+
+class ProgramOnly:
+    """The try-out's policy: it never acts, so a try-out passes only when the program alone finished the task."""
+
+    info = PolicyInfo(model="program-only")
+
+    def act(self, context: Context) -> tuple[ActionRequest, LLMCall | None]:
+        raise RuntimeError("the program returned before the task was done")
+
+
+def try_out(program: str, sw: SmallWorld) -> Experience:
+    """The program alone on `sw` (the runtime's fast path, nothing after it), assessed by the small world's own
+    verifiers. Before a program is proposed it must solve the train tasks it was written from: a program that
+    cannot redo what it was shown never costs a check's episodes (ASI's verify-before-admit, at no model cost)."""
+    episode = run_episode(sw, ProgramOnly(), skills=[TrialProgram(program)], record_timings=False)
+    return assess(sw, list(episode.steps), base=episode)
+
+
+def what_happened(exp: Experience) -> str:
+    """A failed try-out told back to the writer: the calls the program made, what they returned, and why it failed."""
+    lines, returned = [f"goal = {exp.small_world.goal!r}"], False
+    for step in exp.steps:
+        if step.executed.allowed:
+            lines.append(call_line(step.executed.tool, dict(step.executed.args), step.effect.observation))
+        elif step.request.tool == NO_ACTION:  # the try-out's policy: the program had returned
+            returned = True
+        else:
+            lines.append(f"error: {(step.executed.denied_reason or step.effect.error or '')[:OBSERVATION_CHARS]}")
+    if returned and not lines[-1].startswith("error:"):
+        lines.append("then skill() returned, but the task was not done")
+    return "\n".join(lines)
+
+
+def repair_prompt(prompt: str, program: str, failed: Experience) -> str:
+    """The writer's second try: its own program and what it did on a task it should have solved."""
+    return "\n".join([prompt, "", "You wrote:", "```python", program.rstrip(), "```", "",
+                      "Run on one of the tasks above it did this, and did not solve it:", what_happened(failed), "",
+                      "Write the corrected `def skill(goal, call):`. Reply with one ```python code block only."])
 
 
 # --- one round's writing ---------------------------------------------------------------------------
@@ -161,6 +233,10 @@ class Cost:
     """The train experiences shown to the extractor."""
     candidates: list[str] = field(default_factory=list)
     """The candidate program skills it wrote (item ids)."""
+    repairs: int = 0
+    """Programs written again after their try-out failed (told what they did)."""
+    screened: list[str] = field(default_factory=list)
+    """Programs never proposed, and why: even repaired, they did not solve the tasks they were written from."""
 
 
 def explore_cost(cost: Cost, episodes: Sequence[Experience], seconds: float) -> None:
@@ -227,18 +303,39 @@ def write_programs(store: Store, writer: Writer, worlds: Sequence[str], *, round
         prompt = prompt_for(shown, tools)
         cost.shown += [e.id for e in shown]
         for k in range(samples):
-            started = time.monotonic()
-            text = writer.write(prompt, PROGRAM_TOKENS, temperature=0.0 if k == 0 else SAMPLE_TEMPERATURE,
-                                seed=seed + 1000 * round_ + k)
-            cost.write_seconds += time.monotonic() - started
-            cost.write_calls += 1
-            cost.completion_tokens += int(getattr(writer, "last_completion_tokens", 0) or 0)
-            program = parse_program(text)
-            if program is None:
+            temperature, sample_seed = (0.0 if k == 0 else SAMPLE_TEMPERATURE), seed + 1000 * round_ + k
+            program = _written(writer, prompt, temperature, sample_seed, cost)
+            failed = None if program is None else _first_failure(program, shown)
+            if program is not None and failed is not None:  # one repair, told what its program did
+                cost.repairs += 1
+                repaired = _written(writer, repair_prompt(prompt, program, failed), 0.0, sample_seed, cost)
+                program, failed = repaired, (None if repaired is None else _first_failure(repaired, shown))
+                if program is None or failed is not None:
+                    why = what_happened(failed).splitlines()[-1] if failed else "the repair wrote no program"
+                    cost.screened.append(f"{world} sample {k + 1}: {why[:160]}")
+            if program is None or failed is not None:
                 continue
             skill = skill_programs.propose(library, shown, program, [t.name for t in tools], origin=origin)
             if skill is not None:
                 cost.candidates.append(skill.item_id)
+
+
+def _written(writer: Writer, prompt: str, temperature: float, seed: int, cost: Cost) -> str | None:
+    started = time.monotonic()
+    text = writer.write(prompt, PROGRAM_TOKENS, temperature=temperature, seed=seed)
+    cost.write_seconds += time.monotonic() - started
+    cost.write_calls += 1
+    cost.completion_tokens += int(getattr(writer, "last_completion_tokens", 0) or 0)
+    return parse_program(text)
+
+
+def _first_failure(program: str, shown: Sequence[Experience]) -> Experience | None:
+    """The program's try-out on the first shown task it does not solve by itself (None: it solves them all)."""
+    for exp in shown:
+        trial = try_out(program, exp.small_world)
+        if trial.outcome is not Outcome.passed:
+            return trial
+    return None
 
 
 # --- in the flywheel's rounds -----------------------------------------------------------------------
