@@ -128,15 +128,7 @@ def prompt_for(shown: Sequence[Experience], tools: Sequence[ToolSpec]) -> str:
         "- Read each observation to decide the next call, with a loop or an if where the task needs one, and go "
         "on until the task is done (the solutions above end with the call that finished the task).",
         "- Use only the standard library.",
-        "Reply with one ```python code block only, in this shape:",
-        "```python",
-        "import re",
-        "",
-        "def skill(goal, call):",
-        "    value = re.search(r'...', goal).group(1)",
-        "    observation = call('TOOL', ARG=value)",
-        "    ...",
-        "```",
+        "Reply with one ```python code block only.",
     ])
 
 
@@ -209,8 +201,12 @@ def what_happened(exp: Experience) -> str:
 
 def repair_prompt(prompt: str, program: str, failed: Experience) -> str:
     """The writer's second try: its own program and what it did on a task it should have solved."""
+    told = what_happened(failed)
+    lines, where = program.splitlines(), re.search(r"\(program line (\d+)\)", told)
+    if where and 0 < int(where.group(1)) <= len(lines):  # the line itself: a small model does not count lines
+        told += f"\nprogram line {where.group(1)} is: {lines[int(where.group(1)) - 1].strip()}"
     return "\n".join([prompt, "", "You wrote:", "```python", program.rstrip(), "```", "",
-                      "Run on one of the tasks above it did this, and did not solve it:", what_happened(failed), "",
+                      "Run on one of the tasks above it did this, and did not solve it:", told, "",
                       "Write the corrected `def skill(goal, call):`. Reply with one ```python code block only."])
 
 
@@ -271,8 +267,9 @@ def cost_line(records: Sequence[dict[str, Any]]) -> str:
     tokens = sum(int(c.get("completion_tokens", 0)) + int(c.get("explore_tokens", 0)) for c in records)
     seconds = sum(float(c.get("write_seconds", 0.0)) + float(c.get("explore_seconds", 0.0)) for c in records)
     written = sum(len(c.get("candidates", [])) for c in records)
+    screened = sum(len(c.get("screened", [])) for c in records)
     return (f"the extractor's cost: {calls} model calls, {tokens} tokens, {seconds:.0f} s over {len(records)} rounds "
-            f"({written} programs written)")
+            f"({written} programs proposed, {screened} failed their try-out)")
 
 
 def save_cost(path: Path, cost: Cost) -> None:
@@ -367,7 +364,15 @@ def explore(flywheel: Any, strategy: str, db_path: Path, round_: int, worlds: li
     found: list[Experience] = flywheel.phase(strategy, db_path, f"r{round_}/train/extractor", worlds,
                                              policy=factory, skills=SkillsOffer(str(db_path), cache=flywheel.cache),
                                              serial=True)
-    flywheel.explore_seconds[strategy, round_] = time.monotonic() - started
+    # Kept beside the round's cost record, added to on resume: a resumed round finds its episodes played at once.
+    kept = cost_path(flywheel.folder, strategy, round_).with_suffix(".explore-seconds")
+    try:
+        seconds = float(kept.read_text(encoding="utf-8")) + time.monotonic() - started
+    except (OSError, ValueError):  # none yet (or damaged: the time before is lost, not the run)
+        seconds = time.monotonic() - started
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text(f"{seconds:.3f}\n", encoding="utf-8")
+    flywheel.explore_seconds[strategy, round_] = seconds
     return found
 
 
