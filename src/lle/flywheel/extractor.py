@@ -4,9 +4,11 @@
       explore  the extractor plays the round's train small worlds beside the actor (`rN/train/extractor`); its
                attempts join each small world's group, so its verified successes are routed like the actor's
       write    per world of the suite with a verified train success and no program skill in use or waiting:
-               the latest success (goal, calls, what they returned) and the tools are shown to the extractor,
-               which writes `samples` programs `def skill(goal, call)` (the first greedy, the others sampled);
-               each that parses is a candidate program skill, its lineage the success it was shown
+               up to three successes (goal, calls, what they returned) and the tools are shown to the extractor,
+               which writes `samples` programs `def skill(goal, call)` (the first greedy, the others sampled)
+      try out  each program runs alone on the tasks it was shown (`try_out`, no model call); one that does not
+               solve them is told what it did and written once more; one that solves them is a candidate
+               program skill, its lineage the successes it was shown
       check    the flywheel's skill replay (`Flywheel.validate_skills`): each candidate runs first (the fast path)
                on fresh train small worlds of its world beside the no-skill arm; admitted only if it passes
                there and loses no task the no-skill arm solves, so execution chooses among the samples
