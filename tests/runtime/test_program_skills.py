@@ -152,7 +152,7 @@ def test_a_call_the_small_world_does_not_allow_is_denied_and_ends_the_program(st
     ('def skill(goal, call):\n    call("guess", number=50)\n    raise ValueError("no idea")\n',
      "the program failed: ValueError: no idea (program line 3)"),
     ("def skill(goal, call):\n    while True:\n        pass\n",
-     "the program ran past its time limit (2 s of CPU, 3 s in all)"),
+     "the program ran past its time limit (2 s of CPU, 10 s in all)"),
     ('import os\n\ndef skill(goal, call):\n    os.write(1, b"garbage\\n")\n    call("guess", number=1)\n',
      "the program's output is not one result line"),
     ('def skill(goal, call):\n    call("guess", number={1, 2})\n', "call 1 (guess): its args are not JSON"),
