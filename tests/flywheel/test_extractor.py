@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from lle.carriers import skill_programs
 from lle.carriers.skill_mining import FIRED_FEEDBACK
 from lle.carriers.skills import SkillLibrary, SkillState
 from lle.config import RunConfig
@@ -104,13 +105,19 @@ def test_a_program_that_cannot_redo_what_it_was_shown_is_repaired_once_then_neve
     assert evals and not any(f.kind in (FIRED_FEEDBACK, "skill") for e in evals for s in e.steps for f in s.feedback)
 
 
-def test_a_program_that_fails_its_check_is_never_offered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The try-out is passed here, so that the check itself (fresh train small worlds, run by the flywheel) judges.
-    monkeypatch.setattr(extractor, "_first_failure", lambda program, shown: None)
-    denied = tmp_path / "smash.py"
+def test_a_program_that_fails_its_check_is_never_offered(tmp_path: Path) -> None:
+    denied = tmp_path / "smash.py"  # screened by its try-out in the run; then proposed as a person would, directly
     denied.write_text("def skill(goal, call):\n    call('smash', target='door')\n    call('submit')\n")
     config, folder = run(tmp_path, denied)
-    with Store(loop.strategy_db(folder, "lle")) as db:
+    db_path = loop.strategy_db(folder, "lle")
+    with Store(db_path) as db:
+        library = SkillLibrary(db, actor="person")
+        shown = skill_programs.successes(library, "toy/keys-v1")
+        tools = [t.name for t in extractor.world_tools(shown[0].small_world)]  # as the extractor declares them
+        proposed = skill_programs.propose(library, shown, denied.read_text(), tools, origin="person")
+        assert proposed is not None and proposed.state is SkillState.candidate
+    loop.Flywheel(config, tmp_path).validate_skills(db_path, round_=2)  # the check, as a round runs it
+    with Store(db_path) as db:
         programs = [s for s in SkillLibrary(db).skills() if s.program is not None]
         assert [s.state for s in programs] == [SkillState.rejected]
         check = next(u for u in updates_of(db, programs[0].item_id) if u.op.value == "reject")
@@ -118,8 +125,8 @@ def test_a_program_that_fails_its_check_is_never_offered(tmp_path: Path, monkeyp
         tried = [db.get_experience(i) for i in check.experience_ids]
         smashes = [s for e in tried for s in e.steps if s.request.tool == "smash"]
         assert smashes and all(not s.executed.allowed for s in smashes)  # denied and recorded, step by step
-        evals = evaluated(db, config)
-    assert evals and not any(f.kind in (FIRED_FEEDBACK, "skill") for e in evals for s in e.steps for f in s.feedback)
+        held_out = evaluated(db, config)[0].small_world
+    assert SkillsOffer(str(db_path))(held_out) == []  # a rejected program is offered nowhere
 
 
 def test_a_failed_try_out_is_told_back_with_the_calls_and_the_error(tmp_path: Path) -> None:

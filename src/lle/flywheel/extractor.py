@@ -38,7 +38,7 @@ from lle.actions import NO_ACTION
 from lle.config import RunConfig
 from lle.core import ActionRequest, Context, Experience, LLMCall, Outcome, PolicyInfo, SmallWorld, Split, ToolSpec
 from lle.errors import InvalidInputError
-from lle.evidence.evidence import assess
+from lle.evidence.evidence import assess_experience
 from lle.flywheel.suite import strata
 from lle.runtime.harness import run_episode
 from lle.store import Store
@@ -182,8 +182,8 @@ def try_out(program: str, sw: SmallWorld) -> Experience:
     """The program alone on `sw` (the runtime's fast path, nothing after it), assessed by the small world's own
     verifiers. Before a program is proposed it must solve the train tasks it was written from: a program that
     cannot redo what it was shown never costs a check's episodes (ASI's verify-before-admit, at no model cost)."""
-    episode = run_episode(sw, ProgramOnly(), skills=[TrialProgram(program)], record_timings=False)
-    return assess(sw, list(episode.steps), base=episode)
+    return run_episode(sw, ProgramOnly(), skills=[TrialProgram(program)], record_timings=False,
+                       assess=assess_experience)
 
 
 def what_happened(exp: Experience) -> str:
